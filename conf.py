@@ -1,0 +1,42 @@
+"""Sphinx configuration of the book: myst-nb executes every chapter on every build."""
+
+import os
+
+project = "Taming Blackwell"
+author = "The Taming Blackwell authors"
+copyright = "2026, " + author
+
+extensions = ["myst_nb", "sphinx_design", "sphinx_copybutton"]
+exclude_patterns = [
+    "_build", ".venv", "notebooks", "README.md", "tests", ".pytest_cache", "**/.ipynb_checkpoints",
+    ".jupyter_cache", ".export", ".gpu-runtime", "results",
+]
+root_doc = "index"
+
+# -- execution: every chapter runs at build time -------------------------------------------
+# Locally a jupyter-cache keeps unchanged chapters from running again; GPUBOOK_EXECUTION=force
+# (CI, a B200 build) re-runs everything.
+nb_execution_mode = os.environ.get("GPUBOOK_EXECUTION", "cache")
+nb_execution_cache_path = os.environ.get("GPUBOOK_CACHE", ".jupyter_cache")
+nb_execution_raise_on_error = True
+nb_execution_timeout = 600  # seconds per cell: a kernel compile takes about a second
+nb_execution_show_tb = True
+nb_merge_streams = True
+nb_kernel_rgx_aliases = {".*": "python3"}
+myst_enable_extensions = ["colon_fence", "dollarmath", "amsmath", "deflist", "substitution"]
+myst_heading_anchors = 3
+
+# -- HTML ---------------------------------------------------------------------------------
+html_theme = "pydata_sphinx_theme"
+html_title = "Taming Blackwell"
+html_static_path = ["_static"]
+html_css_files = ["book.css"]
+html_theme_options = {
+    "navigation_with_keys": False,
+    "show_toc_level": 2,
+    "secondary_sidebar_items": ["page-toc"],
+    "footer_start": ["copyright"],
+    "footer_end": [],
+}
+html_last_updated_fmt = None
+suppress_warnings = ["mystnb.unknown_mime_type"]

@@ -1,0 +1,93 @@
+"""Load an exported kernel module through tvm_ffi and launch it: the one run path of the book.
+
+The same code runs in a notebook on a GPU machine (apache-tvm installed) and on a lean GPU
+host that has only PyTorch, apache-tvm-ffi and the TVM runtime libraries (TVM_LIBRARY_PATH).
+An exported module carries CUDA source; loading it calls the global function
+`tvm_callback_cuda_compile`, which this module registers to compile for the local GPU's arch.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import glob
+import importlib.util
+import os
+from typing import Any, Callable, Sequence
+
+from .signature import Param, validate
+
+_state: dict[str, Any] = {"arch": None, "ready": False}
+
+
+def local_arch() -> str | None:
+    """The sm_XX(a) target of the first visible CUDA GPU, or None without one."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    major, minor = torch.cuda.get_device_capability(0)
+    suffix = "a" if major >= 9 else ""
+    return f"sm_{major}{minor}{suffix}"
+
+
+def local_gpu_name() -> str | None:
+    """The name of the first visible CUDA GPU ('NVIDIA H200'), or None."""
+    import torch
+
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+
+
+def _load_runtime_libraries() -> None:
+    if _state["ready"]:
+        return
+    if importlib.util.find_spec("tvm") is not None:
+        import tvm  # noqa: F401  (loads libtvm_runtime and its CUDA module loader)
+    else:
+        import tvm_ffi  # noqa: F401
+
+        libdir = os.environ.get("TVM_LIBRARY_PATH")
+        if not libdir:
+            raise RuntimeError(
+                "apache-tvm is not installed and TVM_LIBRARY_PATH is unset: point it at the "
+                "folder holding libtvm_runtime*.so (the runtime bundle's lib/)"
+            )
+        libs = sorted(glob.glob(os.path.join(libdir, "libtvm_runtime*.so")), key=len)
+        if not libs:
+            raise RuntimeError(f"no libtvm_runtime*.so in TVM_LIBRARY_PATH={libdir}")
+        for lib in libs:  # libtvm_runtime.so (the shortest name) first
+            ctypes.CDLL(lib, mode=ctypes.RTLD_GLOBAL)
+    import tvm_ffi
+
+    def compile_callback(code: str) -> bytearray:
+        from .toolchain import compile_source
+
+        return bytearray(compile_source(code, _state["arch"], "cubin"))
+
+    tvm_ffi.register_global_func("tvm_callback_cuda_compile", compile_callback, override=True)
+    _state["ready"] = True
+
+
+class Launcher:
+    """A loaded kernel: validates its arguments, then launches it on the current stream."""
+
+    def __init__(self, fn: Callable[..., Any], name: str, params: Sequence[Param], arch: str):
+        self._fn, self.name, self.params, self.arch = fn, name, list(params), arch
+
+    def __call__(self, *args: Any) -> None:
+        validate(self.name, self.params, args, device="cuda")
+        self._fn(*args)
+
+
+def load(so_path: str, name: str, params: Sequence[Param], arch: str | None = None) -> Launcher:
+    """Load an exported module, compiling its CUDA source for `arch` (default: the local GPU)."""
+    arch = arch or local_arch()
+    if arch is None:
+        raise RuntimeError("no CUDA GPU visible: an exported kernel can only be loaded on a GPU")
+    _load_runtime_libraries()
+    import tvm_ffi
+
+    _state["arch"] = arch
+    module = tvm_ffi.load_module(so_path)
+    return Launcher(module["main"], name, params, arch)
