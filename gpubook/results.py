@@ -1,0 +1,47 @@
+"""Read the verification results that `python -m gpubook replay` wrote on GPU hosts.
+
+A results file `results/<date>-<gpu>.json` holds one run:
+{"format": 1,
+ "run": {"gpu": "NVIDIA H200", "arch": "sm_90a", "date": "YYYY-MM-DD", "torch": "...",
+         "sanitizer": ["memcheck", "racecheck"] or []},
+ "cases": [{"case": slug, "chapter": str, "name": str, "kind": "check" | "perf",
+            "runs_on": [arch, ...],
+            "status": "passed" | "failed" | "not runnable" | "timeout" | "error" | "measured",
+            "max_abs_error": float | null, "max_rel_error": float | null,
+            "ms": float | null, "bytes": float | null, "flops": float | null,
+            "bandwidth": float | null, "flop_rate": float | null, "percent_of_peak": float | null,
+            "baseline": str | null, "baseline_ms": float | null,
+            "sanitizer": {"memcheck": "clean" | "<errors>", "racecheck": ...} | null,
+            "message": str | null}]}
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
+
+
+def load_runs(directory: Path | str | None = None) -> list[dict[str, Any]]:
+    """Every results file of the folder, oldest run first."""
+    d = Path(directory) if directory is not None else RESULTS_DIR
+    runs = [json.loads(p.read_text()) for p in sorted(d.glob("*.json"))]
+    return sorted(runs, key=lambda r: r["run"]["date"])
+
+
+def cases(directory: Path | str | None = None) -> list[dict[str, Any]]:
+    """All cases of all runs, each with its run's facts under 'run'."""
+    return [dict(c, run=r["run"]) for r in load_runs(directory) for c in r["cases"]]
+
+
+def latest(name: str, kind: str = "perf", chapter: str | None = None,
+           directory: Path | str | None = None) -> dict[str, Any] | None:
+    """The newest case of that kernel name and kind that ran (passed or measured), or None."""
+    found = [
+        c for c in cases(directory)
+        if c["name"] == name and c["kind"] == kind and c["status"] in ("passed", "measured")
+        and (chapter is None or c["chapter"] == chapter)
+    ]
+    return found[-1] if found else None
