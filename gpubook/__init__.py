@@ -6,6 +6,7 @@ from .check import CheckError, CheckResult, NotRunError, check, compare, seeded,
 from .export import set_chapter
 from .hardware import B200, GPUS, H100, H200, gpu_for
 from .signature import KernelCallError, Param
+from . import plots, results, roofline
 
 __all__ = [
     "CheckError", "CheckResult", "NotRunError", "Timing", "bench", "check", "compare", "seeded",

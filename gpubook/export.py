@@ -57,8 +57,8 @@ def record_check(
     import torch
 
     d = _case_dir("check", name)
-    torch.save({"args": [a.contiguous() for a in args], "expected": [e.contiguous() for e in expected]},
-               d / "tensors.pt")
+    inputs = [None if i in outputs else a.contiguous() for i, a in enumerate(args)]
+    torch.save({"args": inputs, "expected": [e.contiguous() for e in expected]}, d / "tensors.pt")
     _write_common(d, kernel, {
         "kind": "check", "name": name, "outputs": list(outputs),
         "tolerances": [list(t) for t in tols],
@@ -73,3 +73,24 @@ def record_perf(kernel: Any, name: str, meta: dict[str, Any]) -> Path | None:
     d = _case_dir("perf", name)
     _write_common(d, kernel, {"kind": "perf", "name": name, **meta})
     return d
+
+
+def export_chapters(out: Path, chapters: Sequence[Path] = ()) -> int:
+    """Execute chapters (default: all of chapters/) with exporting on; return an exit code."""
+    import jupytext
+    from nbclient import NotebookClient
+
+    root = Path(__file__).resolve().parent.parent
+    files = list(chapters) or sorted((root / "chapters").glob("[0-9A-Z]*.md"))
+    out = out.resolve()
+    (out / "cases").mkdir(parents=True, exist_ok=True)
+    os.environ[EXPORT_ENV] = str(out)
+    for f in files:
+        nb = jupytext.read(f)
+        print(f"export: executing {f.name}", flush=True)
+        NotebookClient(nb, timeout=600, kernel_name="python3",
+                       resources={"metadata": {"path": str(f.parent)}}).execute()
+    n = len([p for p in (out / "cases").iterdir() if p.is_dir()])
+    size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
+    print(f"export: {n} cases, {size / 1e6:.1f} MB in {out}")
+    return 0

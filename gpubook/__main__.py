@@ -1,0 +1,41 @@
+"""Command line: `python -m gpubook export OUT`, `replay OUT`, `matrix`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m gpubook")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    e = sub.add_parser("export", help="execute the chapters and write every kernel case to OUT")
+    e.add_argument("out", type=Path)
+    e.add_argument("chapters", nargs="*", type=Path, help="chapter files (default: all)")
+    r = sub.add_parser("replay", help="run exported cases on this GPU and write a results file")
+    r.add_argument("out", type=Path)
+    r.add_argument("--results", type=Path, default=None, help="results JSON to write")
+    r.add_argument("--sanitize", action="store_true", help="also run memcheck and racecheck")
+    r.add_argument("--timeout", type=float, default=120.0, help="seconds per case")
+    r.add_argument("--only", default=None, help="regex on case names")
+    c = sub.add_parser("replay-case", help=argparse.SUPPRESS)
+    c.add_argument("case")
+    c.add_argument("--json", required=True)
+    c.add_argument("--no-timing", action="store_true")
+    args = p.parse_args(argv)
+    if args.cmd == "export":
+        from .export import export_chapters
+
+        return export_chapters(args.out, args.chapters)
+    if args.cmd == "replay":
+        from .replay import replay
+
+        return replay(args.out, args.results, args.sanitize, args.timeout, args.only)
+    from .replay import main_case
+
+    return main_case(args.case, args.json, not args.no_timing)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

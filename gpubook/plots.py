@@ -1,0 +1,115 @@
+"""Figures drawn at build time from the book's own data: one palette, opaque white backgrounds."""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+
+from .hardware import GPU
+from .roofline import Point, peak_flops, ridge
+
+# Okabe-Ito: distinguishable with the common colour-vision deficiencies, legible on white.
+PALETTE = {"blue": "#0072B2", "vermillion": "#D55E00", "green": "#009E73", "orange": "#E69F00",
+           "purple": "#CC79A7", "sky": "#56B4E9", "grey": "#555555", "black": "#000000"}
+GPU_COLORS = {"B200": PALETTE["blue"], "H200": PALETTE["vermillion"], "H100": PALETTE["green"]}
+DTYPE_STYLES = {"bf16": "-", "fp16": "-", "fp8": "--"}
+X_RANGE = (1e-2, 1e4)  # FLOP per byte
+TERA = 1e12
+
+
+def _new_axes(ax: Axes | None, size: tuple[float, float] = (7.5, 4.8)) -> tuple[Figure, Axes]:
+    if ax is None:
+        # a bare Figure, not pyplot's: the notebook shows it only where the chapter glues it
+        fig = Figure(figsize=size, dpi=110, facecolor="white")
+        ax = fig.add_subplot()
+    fig = ax.get_figure()
+    fig.patch.set_facecolor("white")
+    fig.patch.set_alpha(1.0)
+    ax.set_facecolor("white")
+    return fig, ax
+
+
+def _color(gpu: GPU) -> str:
+    return GPU_COLORS.get(gpu.name, PALETTE["grey"])
+
+
+def plot_roofline(gpus: Sequence[GPU], points: Sequence[Point] = (), ax: Axes | None = None,
+                  dtypes: Sequence[str] = ("bf16",), marks: Sequence[tuple[str, float]] = (),
+                  note: str | None = None, title: str | None = None) -> Figure:
+    """Log-log roofline of each GPU (HBM slope, one flat roof per dtype) with measured points.
+
+    `marks` are (label, FLOP/byte) pairs drawn as vertical guides; `note` is written across the
+    plot (e.g. to say that no measurement exists). Copies, which do no arithmetic, appear as
+    dotted lines at the bandwidth they reached.
+    """
+    fig, ax = _new_axes(ax)
+    x0, x1 = X_RANGE
+    for gpu in gpus:
+        c = _color(gpu)
+        for dt in dtypes:
+            r, peak = ridge(gpu, dt), peak_flops(gpu, dt)
+            ax.plot([x0, r, x1], [x0 * gpu.hbm_bandwidth / TERA, peak / TERA, peak / TERA],
+                    DTYPE_STYLES.get(dt, "-"), color=c, lw=2, gid=f"roof-{gpu.name}-{dt}",
+                    label=f"{gpu.name} {dt}: {peak / TERA:.0f} TFLOP/s, "
+                          f"{gpu.hbm_bandwidth / TERA:.2f} TB/s, ridge {r:.0f} FLOP/B")
+            ax.plot([r], [peak / TERA], "o", color=c, ms=5, gid=f"ridge-{gpu.name}-{dt}")
+    by_name = {g.name: g for g in gpus}
+    for p in points:
+        hw = p.hardware
+        c = _color(hw) if hw is not None and hw.name in by_name else PALETTE["grey"]
+        tag = f"{p.label} · {p.gpu.replace('NVIDIA ', '')} · {p.date}"
+        if p.intensity is None:  # a copy: show the bandwidth it reached as its own memory roof
+            bw = p.bandwidth / TERA
+            ax.plot([x0, 1.0], [x0 * bw, bw], ":", color=c, lw=1.5, gid=f"copy-{p.label}")
+            ax.annotate(f"{tag}: {p.bandwidth / 1e12:.2f} TB/s", (1.0, bw), textcoords="offset points",
+                        xytext=(3, -3), fontsize=7, color=c)
+            continue
+        marker = "o" if p.source == "book" else "s"
+        ax.plot([p.intensity], [p.flop_rate / TERA], marker, color=c, mec="black", mew=0.6, ms=7,
+                gid=f"point-{p.label}")
+        ax.annotate(tag, (p.intensity, p.flop_rate / TERA), textcoords="offset points",
+                    xytext=(6, 3), fontsize=7, color="black")
+    for label, x in marks:
+        ax.axvline(x, color=PALETTE["grey"], lw=0.8, ls=":", zorder=0)
+        ax.annotate(label, (x, 1.02), xycoords=("data", "axes fraction"), rotation=90,
+                    fontsize=7.5, color=PALETTE["grey"], ha="center", va="bottom")
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlim(x0, x1)
+    top = max([peak_flops(g, d) for g in gpus for d in dtypes] or [1e15]) / TERA
+    ax.set_ylim(x0 * min([g.hbm_bandwidth for g in gpus] or [1e12]) / TERA / 2, top * 3)
+    ax.set_xlabel("arithmetic intensity (FLOP per byte of HBM traffic)")
+    ax.set_ylabel("performance (TFLOP/s)")
+    ax.grid(True, which="major", color="#dddddd", lw=0.6)
+    if note:
+        ax.text(0.5, 0.5, note, transform=ax.transAxes, ha="center", va="center", fontsize=11,
+                color=PALETTE["grey"], bbox=dict(boxstyle="round", fc="white", ec=PALETTE["grey"]))
+    if title:
+        ax.set_title(title, fontsize=10, pad=40 if marks else 6)
+    ax.legend(loc="lower right", fontsize=8, frameon=True, facecolor="white")
+    fig.tight_layout()
+    return fig
+
+
+def plot_bytes_in_flight(gpus: Sequence[GPU], latency_ns: Sequence[float], ax: Axes | None = None,
+                         mark_ns: float | None = None) -> Figure:
+    """Bytes each SM must keep in flight to reach HBM peak, against an assumed memory latency."""
+    fig, ax = _new_axes(ax, size=(6.5, 3.8))
+    for gpu in gpus:
+        kb = [gpu.hbm_bandwidth * t * 1e-9 / gpu.sms / 1024 for t in latency_ns]
+        ax.plot(latency_ns, kb, color=_color(gpu), lw=2, label=f"{gpu.name}", gid=f"inflight-{gpu.name}")
+    if mark_ns is not None:
+        ax.axvline(mark_ns, color=PALETTE["grey"], ls=":", lw=1)
+        ax.annotate("assumed latency", (mark_ns, 0.97), xycoords=("data", "axes fraction"),
+                    xytext=(4, 0), textcoords="offset points", fontsize=8, color=PALETTE["grey"],
+                    va="top")
+    ax.set_xlabel("memory latency (ns, assumed)")
+    ax.set_ylabel("bytes in flight per SM (KiB)")
+    ax.set_xlim(min(latency_ns), max(latency_ns))
+    ax.set_ylim(0, None)
+    ax.grid(True, color="#dddddd", lw=0.6)
+    ax.legend(loc="upper left", fontsize=8, facecolor="white")
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,171 @@
+"""Sphinx extension of the book: a "Runs on" badge and a notebook download link on each chapter.
+
+The badge is read off the executed chapter itself: every kernel's compile report says
+"compiled for sm_100a (+sm_90a)" (portable) or "compiled for sm_100a only" (Blackwell-only),
+and every check says PASS or NOT RUN. The download link points at the chapter's paired
+notebook (``notebooks/<name>.ipynb``, the jupytext pair, without outputs), copied into the
+build under ``_notebooks/``.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from docutils import nodes
+from sphinx.application import Sphinx
+from sphinx.util import logging
+
+logger = logging.getLogger(__name__)
+
+NOTEBOOK_DIR = "_notebooks"
+# "<name>: compiled for sm_100a (+sm_90a)" or "<name>: compiled for sm_100a only"
+_REPORT = re.compile(r"([\w.\-]+): compiled for (sm_\w+)(?: \(\+([\w, ]+)\)| only)")
+# data attributes on the report div, when the report carries them
+_ATTR = re.compile(r'data-kernel="([^"]+)"[^>]*data-runs-on="([^"]+)"|data-runs-on="([^"]+)"[^>]*data-kernel="([^"]+)"')
+_PASS = re.compile(r"\bPASS [\w.\-]+ on (.+?) \((sm_\w+)\)")
+_NOT_RUN = re.compile(r"\bNOT (?:RUN|MEASURED)\b")
+
+
+@dataclass
+class PageTiers:
+    """What the outputs of one executed page say about its kernels."""
+
+    kernels: dict[str, tuple[str, ...]] = field(default_factory=dict)  # name -> runs_on
+    passed_on: set[str] = field(default_factory=set)  # "B200 (sm_100a)"
+    not_run: int = 0
+
+    def read(self, text: str) -> None:
+        """Collect the kernel reports and check results found in one output's text."""
+        for m in _ATTR.finditer(text):
+            name, runs = (m.group(1), m.group(2)) if m.group(1) else (m.group(4), m.group(3))
+            self.kernels[name] = tuple(runs.split())
+        for m in _REPORT.finditer(html.unescape(text)):
+            also = tuple(a.strip() for a in (m.group(3) or "").split(",") if a.strip())
+            self.kernels.setdefault(m.group(1), (m.group(2),) + also)
+        for m in _PASS.finditer(text):
+            self.passed_on.add(f"{m.group(1)} ({m.group(2)})")
+        self.not_run += len(_NOT_RUN.findall(text))
+
+    @property
+    def checked(self) -> bool:
+        return bool(self.passed_on) or self.not_run > 0
+
+    def tier(self) -> tuple[str, str, str]:
+        """(css modifier, label, explanation) of the page's Runs-on badge."""
+        n = len(self.kernels)
+        blackwell_only = sorted(k for k, r in self.kernels.items() if not any(a.startswith("sm_90") for a in r))
+        if n == 0:
+            return "any", "any machine", "No GPU kernel on this page: every cell runs on a CPU."
+        if not self.checked:
+            return ("compile", "compile-only",
+                    f"{_kernels(n)} compiled for sm_100a and inspected; none is launched on this page.")
+        if not blackwell_only:
+            return ("sm90", "sm_90+",
+                    f"{_kernels(n)} compile anywhere and run on Hopper (sm_90a) and Blackwell (sm_100a).")
+        if len(blackwell_only) == n:
+            return ("b200", "B200 only",
+                    f"{_kernels(n)} compile anywhere and run on a Blackwell B200 (sm_100a) only.")
+        portable = n - len(blackwell_only)
+        return ("b200", "B200 only",
+                f"{portable} of {_kernels(n)} also run on sm_90+; {', '.join(blackwell_only)} "
+                "need a Blackwell B200 (sm_100a).")
+
+    def build_note(self) -> str | None:
+        """What happened to the kernels on the machine that built this page."""
+        if self.passed_on:
+            return "this build: checked on " + ", ".join(sorted(self.passed_on))
+        if self.not_run:
+            return "this build: compiled only (no suitable GPU)"
+        return None
+
+
+def _kernels(n: int) -> str:
+    return f"{n} kernel" if n == 1 else f"{n} kernels"
+
+
+def _output_text(node: nodes.Node) -> str:
+    if isinstance(node, nodes.raw):
+        return node.astext() if "html" in node.get("format", "").split() else ""
+    return node.astext()
+
+
+def _in_cell_output(node: nodes.Node) -> bool:
+    parent = node.parent
+    while parent is not None:
+        if "cell_output" in parent.get("classes", []):
+            return True
+        parent = parent.parent
+    return False
+
+
+def notebook_of(app: Sphinx, docname: str) -> Path | None:
+    """The paired notebook of a chapter, or None when the page has none."""
+    if not docname.startswith("chapters/"):
+        return None
+    path = Path(app.srcdir) / app.config.gpubook_notebooks / (Path(docname).name + ".ipynb")
+    return path if path.is_file() else None
+
+
+def read_page(doctree: nodes.document) -> PageTiers:
+    """Scan the cell outputs of an executed page."""
+    tiers = PageTiers()
+    for node in doctree.findall(lambda n: isinstance(n, (nodes.raw, nodes.literal_block))):
+        if _in_cell_output(node):
+            tiers.read(_output_text(node))
+    return tiers
+
+
+def page_bar(app: Sphinx, docname: str, tiers: PageTiers) -> str:
+    """The HTML of the bar under a chapter's title: badge, build note, download link."""
+    mod, label, why = tiers.tier()
+    parts = [
+        f'<span class="gpubook-badge gpubook-badge--{mod}" data-tier="{html.escape(label)}" '
+        f'title="{html.escape(why)}">Runs on <strong>{html.escape(label)}</strong></span>',
+        f'<span class="gpubook-visually-hidden">{html.escape(why)}</span>',
+    ]
+    note = tiers.build_note()
+    if note:
+        parts.append(f'<span class="gpubook-build-note">{html.escape(note)}</span>')
+    nb = notebook_of(app, docname)
+    if nb is not None:
+        up = "../" * docname.count("/")
+        href = f"{up}{NOTEBOOK_DIR}/{nb.name}"
+        parts.append(
+            f'<a class="gpubook-download" href="{href}" download="{nb.name}" '
+            f'type="application/x-ipynb+json">Download notebook (.ipynb)</a>'
+        )
+    return '<div class="gpubook-pagebar" role="note" aria-label="About this chapter">' + "".join(parts) + "</div>"
+
+
+def on_doctree_resolved(app: Sphinx, doctree: nodes.document, docname: str) -> None:
+    if app.builder.format != "html" or notebook_of(app, docname) is None:
+        return
+    bar = nodes.raw("", page_bar(app, docname, read_page(doctree)), format="html")
+    section = next(iter(doctree.findall(nodes.section)), None)
+    if section is not None and section.children and isinstance(section[0], nodes.title):
+        section.insert(1, bar)
+    else:
+        doctree.insert(0, bar)
+
+
+def on_build_finished(app: Sphinx, exc: Exception | None) -> None:
+    if exc is not None or app.builder.format != "html":
+        return
+    out = Path(app.outdir) / NOTEBOOK_DIR
+    for docname in sorted(app.env.found_docs):
+        nb = notebook_of(app, docname)
+        if nb is not None:
+            out.mkdir(exist_ok=True)
+            shutil.copyfile(nb, out / nb.name)
+
+
+def setup(app: Sphinx) -> dict[str, Any]:
+    app.add_config_value("gpubook_notebooks", "notebooks", "html")
+    app.connect("doctree-resolved", on_doctree_resolved)
+    app.connect("build-finished", on_build_finished)
+    return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
