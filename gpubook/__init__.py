@@ -4,6 +4,7 @@ from .bench import Timing, bench
 from .build import BLACKWELL, HOPPER, Kernel, build, lower, target
 from .check import CheckError, CheckResult, NotRunError, check, compare, seeded, tolerance
 from .export import set_chapter
+from . import layouts
 from .hardware import B200, GPUS, H100, H200, gpu_for
 from .signature import KernelCallError, Param
 from . import plots, results, roofline

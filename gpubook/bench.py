@@ -32,6 +32,20 @@ class Timing:
     flops: float | None = None
     baseline_ms: float | None = None
     reason: str | None = None
+    recorded: dict[str, Any] | None = None  # the newest replay of this case on a GPU host
+
+    @staticmethod
+    def from_record(rec: dict[str, Any]) -> "Timing":
+        """The Timing a replay recorded (results/*.json) for a performance case."""
+        return Timing(rec["name"], "measured", gpu=rec["run"]["gpu"], ms=rec["ms"],
+                      bytes=rec.get("bytes"), flops=rec.get("flops"),
+                      baseline_ms=rec.get("baseline_ms"))
+
+    def best(self) -> "Timing | None":
+        """This measurement if made here, else the recorded one from the verification matrix."""
+        if self.status == "measured":
+            return self
+        return Timing.from_record(self.recorded) if self.recorded else None
 
     @property
     def bandwidth(self) -> float | None:
@@ -53,7 +67,14 @@ class Timing:
 
     def __repr__(self) -> str:
         if self.status != "measured":
-            return f"NOT MEASURED {self.name}: {self.reason}"
+            line = f"NOT MEASURED {self.name} here: {self.reason}"
+            if self.recorded:
+                run = self.recorded["run"]
+                line += (f"\n  verification matrix ({run['date']}, replayed on {run['gpu']}): "
+                         f"{Timing.from_record(self.recorded)!r}")
+            else:
+                line += "\n  no GPU measurement recorded in the verification matrix yet"
+            return line
         parts = [f"{self.name} on {self.gpu}: {self.ms * 1e3:.1f} µs"]
         if self.bandwidth:
             parts.append(f"{self.bandwidth / 1e12:.2f} TB/s")
@@ -110,8 +131,11 @@ def bench(kernel: Any, bytes: float | None = None, flops: float | None = None,
     export.record_perf(kernel, name, {"bytes": bytes, "flops": flops, "baseline": baseline})
     arch = runtime.local_arch()
     if arch is None or arch not in kernel.runs_on:
+        from .results import latest
+
         why = "no GPU on this machine" if arch is None else f"this GPU is {arch}"
-        return Timing(name, "not measured", bytes=bytes, flops=flops, reason=why)
+        rec = latest(name, "perf", chapter=export.current_chapter(), fingerprint=kernel.fingerprint)
+        return Timing(name, "not measured", bytes=bytes, flops=flops, reason=why, recorded=rec)
     launcher = runtime.load(kernel.export(arch), name, kernel.params, arch)
     args = random_args(kernel.params)
     ms = time_fn(lambda: launcher(*args))

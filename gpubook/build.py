@@ -15,6 +15,9 @@ from .signature import Param, params_of
 
 BLACKWELL = "sm_100a"
 HOPPER = "sm_90a"
+# cuobjdump's SHARED figure includes 1 KB per CTA that the system reserves (CUDA C++
+# Programming Guide, shared memory of compute capability 8.0+); ptxas -v leaves it out.
+SYSTEM_SMEM_RESERVE = 1024
 
 
 def target(arch: str) -> Any:
@@ -68,8 +71,14 @@ class Kernel:
         return self.resources.get("REG", 0)
 
     @property
+    def reserved_smem(self) -> int:
+        """Shared memory the system reserves per CTA (1 KB on sm_80 and later) once any is used."""
+        return SYSTEM_SMEM_RESERVE if self.resources.get("SHARED", 0) >= SYSTEM_SMEM_RESERVE else 0
+
+    @property
     def static_smem(self) -> int:
-        return self.resources.get("SHARED", 0)
+        """Statically declared shared memory (the cubin's figure less the system reserve)."""
+        return self.resources.get("SHARED", 0) - self.reserved_smem
 
     @property
     def dynamic_smem(self) -> int:
@@ -88,6 +97,13 @@ class Kernel:
     def portable(self) -> bool:
         return HOPPER in self.runs_on
 
+    @property
+    def fingerprint(self) -> str:
+        """A short hash of the kernel's TIRx script: results recorded for it name this hash."""
+        import hashlib
+
+        return hashlib.sha256(self.script().encode()).hexdigest()[:16]
+
     def script(self) -> str:
         """The TIRx script of the kernel as it was compiled."""
         return self.func.script()
@@ -98,6 +114,7 @@ class Kernel:
             "name": self.name, "arch": self.arch, "runs_on": list(self.runs_on),
             "compiler": self.compiler, "registers": self.registers,
             "static_smem": self.static_smem, "dynamic_smem": self.dynamic_smem,
+            "reserved_smem": self.reserved_smem,
             "local_bytes": self.local_bytes, "spill_instructions": self.spill_instructions,
             "launch": [la.describe() for la in self.launches],
             "ptx_counts": {k: v for k, v in self.ptx_counts.items() if v},
@@ -109,9 +126,10 @@ class Kernel:
         also = [a for a in self.runs_on if a != self.arch]
         extra = f" (+{', '.join(also)})" if also else " only"
         spill = "no spills" if self.spill_instructions == 0 else f"{self.spill_instructions} local ld/st"
+        reserve = f" (+{self.reserved_smem} B system)" if self.reserved_smem else ""
         return (
             f"{self.name}: compiled for {self.arch}{extra} · {self.registers} regs · smem "
-            f"{self.static_smem} B static + {self.dynamic_smem} B dynamic · local "
+            f"{self.static_smem} B static + {self.dynamic_smem} B dynamic{reserve} · local "
             f"{self.local_bytes} B, {spill}"
         )
 
@@ -129,7 +147,8 @@ class Kernel:
     def _repr_html_(self) -> str:
         rows = self.__repr__().split("\n")
         body = "<br>".join(html.escape(r.strip()) for r in rows)
-        return f'<div class="gpubook-report"><code>{body}</code></div>'
+        runs = " ".join(self.runs_on)
+        return f'<div class="gpubook-report" data-runs-on="{runs}"><code>{body}</code></div>'
 
     # -- what runs ----------------------------------------------------------------------
     def executable(self, arch: str) -> Any:

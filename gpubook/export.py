@@ -43,6 +43,7 @@ def _write_common(d: Path, kernel: Any, meta: dict[str, Any]) -> None:
     meta.update(
         format=FORMAT_VERSION, chapter=_current["chapter"], runs_on=list(kernel.runs_on),
         params=[p.to_json() for p in kernel.params], facts=kernel.facts(),
+        fingerprint=kernel.fingerprint,
     )
     (d / "case.json").write_text(json.dumps(meta, indent=1))
 

@@ -51,6 +51,7 @@ GPUS: dict[str, GPU] = {g.name: g for g in (B200, H200, H100)}
 # (CUDA C++ Programming Guide, compute capabilities table).
 WARP_SIZE = 32
 MAX_THREADS_PER_CTA = 1024
+MAX_THREADS_PER_SM = 2048
 REGISTERS_PER_SM = 64 * 1024  # 32-bit registers
 MAX_REGISTERS_PER_THREAD = 255
 MAX_CLUSTER_SIZE_PORTABLE = 8

@@ -19,6 +19,7 @@ from typing import Any
 from .signature import Param
 
 SANITIZER_TOOLS = ("memcheck", "racecheck")
+CASE_KEYS = ("case", "chapter", "name", "kind", "runs_on", "fingerprint")
 
 
 def load_case(case_dir: Path) -> dict[str, Any]:
@@ -40,7 +41,7 @@ def run_case(case_dir: Path, timing: bool = True) -> dict[str, Any]:
 
     meta = load_case(case_dir)
     arch = runtime.local_arch()
-    rec: dict[str, Any] = {k: meta.get(k) for k in ("case", "chapter", "name", "kind", "runs_on")}
+    rec: dict[str, Any] = {k: meta.get(k) for k in CASE_KEYS}
     rec.update(bytes=meta.get("bytes"), flops=meta.get("flops"), baseline=meta.get("baseline"))
     if arch not in meta["runs_on"]:
         rec.update(status="not runnable", message=f"not runnable on {arch}")
@@ -156,7 +157,7 @@ def replay(export_dir: Path, results: Path | None, sanitize: bool, timeout: floa
         rec, out, timed_out = _child(case_dir, out_json, True, timeout)
         if rec is None:
             meta = load_case(case_dir)
-            rec = {k: meta.get(k) for k in ("case", "chapter", "name", "kind", "runs_on")}
+            rec = {k: meta.get(k) for k in CASE_KEYS}
             rec.update(status="timeout" if timed_out else "error",
                        message=(f"stopped after {timeout:g} s" if timed_out else out.strip()[-1500:]))
         if sanitize and rec["status"] == "passed":

@@ -7,9 +7,11 @@ from dataclasses import dataclass, field
 
 # Instruction families the book's lessons talk about: (label, regex on PTX instruction lines).
 PTX_PATTERNS: list[tuple[str, str]] = [
-    ("ld.global", r"ld\.global\."),
+    ("ld.global", r"ld\.global\.(?!(?:\w+\.)*v[248]\.)"),  # scalar loads
+    ("ld.global.v2", r"ld\.global\.(?:\w+\.)*v2\."),
     ("ld.global.v4", r"ld\.global\.(?:\w+\.)*v4\."),
-    ("st.global", r"st\.global\."),
+    ("st.global", r"st\.global\.(?!(?:\w+\.)*v[248]\.)"),
+    ("st.global.v2", r"st\.global\.(?:\w+\.)*v2\."),
     ("st.global.v4", r"st\.global\.(?:\w+\.)*v4\."),
     ("ld.shared", r"ld\.shared\."),
     ("st.shared", r"st\.shared\."),

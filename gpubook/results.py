@@ -5,6 +5,7 @@ A results file `results/<date>-<gpu>.json` holds one run:
  "run": {"gpu": "NVIDIA H200", "arch": "sm_90a", "date": "YYYY-MM-DD", "torch": "...",
          "sanitizer": ["memcheck", "racecheck"] or []},
  "cases": [{"case": slug, "chapter": str, "name": str, "kind": "check" | "perf",
+            "fingerprint": str (hash of the kernel's TIRx script),
             "runs_on": [arch, ...],
             "status": "passed" | "failed" | "not runnable" | "timeout" | "error" | "measured",
             "max_abs_error": float | null, "max_rel_error": float | null,
@@ -37,11 +38,16 @@ def cases(directory: Path | str | None = None) -> list[dict[str, Any]]:
 
 
 def latest(name: str, kind: str = "perf", chapter: str | None = None,
+           fingerprint: str | None = None,
            directory: Path | str | None = None) -> dict[str, Any] | None:
-    """The newest case of that kernel name and kind that ran (passed or measured), or None."""
+    """The newest case of that kernel name and kind that ran (passed or measured), or None.
+
+    With `fingerprint`, only a run of exactly that kernel script counts.
+    """
     found = [
         c for c in cases(directory)
         if c["name"] == name and c["kind"] == kind and c["status"] in ("passed", "measured")
         and (chapter is None or c["chapter"] == chapter)
+        and (fingerprint is None or c.get("fingerprint") == fingerprint)
     ]
     return found[-1] if found else None
