@@ -46,31 +46,29 @@ def plot_roofline(gpus: Sequence[GPU], points: Sequence[Point] = (), ax: Axes | 
     """
     fig, ax = _new_axes(ax)
     x0, x1 = X_RANGE
-    for gpu in gpus:
+    for n, gpu in enumerate(gpus):
         c = _color(gpu)
+        lw = 1.6 + 0.8 * (len(gpus) - 1 - n)  # later GPUs thinner, so equal roofs stay visible
         for dt in dtypes:
             r, peak = ridge(gpu, dt), peak_flops(gpu, dt)
             ax.plot([x0, r, x1], [x0 * gpu.hbm_bandwidth / TERA, peak / TERA, peak / TERA],
-                    DTYPE_STYLES.get(dt, "-"), color=c, lw=2, gid=f"roof-{gpu.name}-{dt}",
+                    DTYPE_STYLES.get(dt, "-"), color=c, lw=lw, gid=f"roof-{gpu.name}-{dt}",
                     label=f"{gpu.name} {dt}: {peak / TERA:.0f} TFLOP/s, "
                           f"{gpu.hbm_bandwidth / TERA:.2f} TB/s, ridge {r:.0f} FLOP/B")
             ax.plot([r], [peak / TERA], "o", color=c, ms=5, gid=f"ridge-{gpu.name}-{dt}")
-    by_name = {g.name: g for g in gpus}
-    for p in points:
-        hw = p.hardware
-        c = _color(hw) if hw is not None and hw.name in by_name else PALETTE["grey"]
-        tag = f"{p.label} · {p.gpu.replace('NVIDIA ', '')} · {p.date}"
-        if p.intensity is None:  # a copy: show the bandwidth it reached as its own memory roof
+    roof_colors = {_color(g) for g in gpus}
+    cycle = [c for c in PALETTE.values() if c not in roof_colors]
+    for n, p in enumerate(points):
+        c = cycle[n % len(cycle)]
+        tag = f"{p.label} ({p.gpu.replace('NVIDIA ', '')}, {p.date})"
+        if p.intensity is None:  # a copy: the bandwidth it reached, drawn as its own memory roof
             bw = p.bandwidth / TERA
-            ax.plot([x0, 1.0], [x0 * bw, bw], ":", color=c, lw=1.5, gid=f"copy-{p.label}")
-            ax.annotate(f"{tag}: {p.bandwidth / 1e12:.2f} TB/s", (1.0, bw), textcoords="offset points",
-                        xytext=(3, -3), fontsize=7, color=c)
+            ax.plot([x0, 1.0], [x0 * bw, bw], ":", color=c, lw=1.8, gid=f"copy-{p.label}",
+                    label=f"{tag}: {p.bandwidth / TERA:.2f} TB/s, no FLOPs")
             continue
-        marker = "o" if p.source == "book" else "s"
-        ax.plot([p.intensity], [p.flop_rate / TERA], marker, color=c, mec="black", mew=0.6, ms=7,
-                gid=f"point-{p.label}")
-        ax.annotate(tag, (p.intensity, p.flop_rate / TERA), textcoords="offset points",
-                    xytext=(6, 3), fontsize=7, color="black")
+        marker, size = ("o", 9) if p.source == "book" else ("s", 6)
+        ax.plot([p.intensity], [p.flop_rate / TERA], marker, color=c, mec="black", mew=0.6, ms=size,
+                gid=f"point-{p.label}", label=tag, zorder=3)
     for label, x in marks:
         ax.axvline(x, color=PALETTE["grey"], lw=0.8, ls=":", zorder=0)
         ax.annotate(label, (x, 1.02), xycoords=("data", "axes fraction"), rotation=90,
@@ -88,7 +86,7 @@ def plot_roofline(gpus: Sequence[GPU], points: Sequence[Point] = (), ax: Axes | 
                 color=PALETTE["grey"], bbox=dict(boxstyle="round", fc="white", ec=PALETTE["grey"]))
     if title:
         ax.set_title(title, fontsize=10, pad=40 if marks else 6)
-    ax.legend(loc="lower right", fontsize=8, frameon=True, facecolor="white")
+    ax.legend(loc="lower right", fontsize=7.5, frameon=True, facecolor="white", framealpha=1.0)
     fig.tight_layout()
     return fig
 
@@ -113,3 +111,14 @@ def plot_bytes_in_flight(gpus: Sequence[GPU], latency_ns: Sequence[float], ax: A
     ax.legend(loc="upper left", fontsize=8, facecolor="white")
     fig.tight_layout()
     return fig
+
+
+def png(fig: Figure, dpi: int = 144):
+    """The figure as an IPython PNG image on an opaque white background, ready for myst-nb glue."""
+    import io
+
+    from IPython.display import Image
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, facecolor="white", transparent=False, bbox_inches="tight")
+    return Image(data=buf.getvalue(), format="png")

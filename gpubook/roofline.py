@@ -293,11 +293,11 @@ def describe_points(points: list[Point], live: bool) -> str:
     """One sentence on where the measured points came from, or that there are none."""
     if not points:
         return ("No measurement exists yet: this page was built without a GPU and `results/` holds "
-                "no timed run of " + ", ".join(f"`{n}`" for n in CHAPTER1_KERNELS)
-                + ", so the figure below draws the B200 roofline with no point on it.")
+                "no timed run of " + ", ".join(f"`{n}`" for n in CHAPTER1_KERNELS[:-1])
+                + f" or `{CHAPTER1_KERNELS[-1]}`, so the figure below draws the B200 roofline with no point on it.")
     runs = sorted({(p.gpu.replace("NVIDIA ", ""), p.date) for p in points})
     where = "; ".join(f"{g} on {d}" for g, d in runs)
     origin = ("timed on this page's own GPU while the book was built, together with the "
               "verification runs in `results/`" if live else
               "read from the verification runs in `results/` (this page was built without a GPU)")
-    return f"The {len(points)} points below were {origin}: {where}."
+    return f"The {len(points)} measurements in the table above and the figure below were {origin}: {where}."
