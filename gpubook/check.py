@@ -160,11 +160,11 @@ def check(
             raise NotRunError(f"{STRICT_ENV} is set and {name} did not run: {result.reason}")
         return result
     launcher = runtime.load(kernel.export(arch), name, kernel.params, arch)
-    dev_args = [a.to("cuda") for a in args]
+    dev_args = [a.to(runtime.DEVICE) for a in args]
     for i in outputs:
         _poison(dev_args[i])
     launcher(*dev_args)
-    torch.cuda.synchronize()
+    runtime.synchronize()
     errs = [compare(name, dev_args[i], e, *t) for i, e, t in zip(outputs, expected, tols)]
     return CheckResult(
         name, "passed", arch=arch, gpu=runtime.local_gpu_name(),

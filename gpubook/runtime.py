@@ -17,6 +17,14 @@ from typing import Any, Callable, Sequence
 from .signature import Param, validate
 
 _state: dict[str, Any] = {"arch": None, "ready": False}
+DEVICE = "cuda"  # where launched kernels' tensors live
+
+
+def synchronize() -> None:
+    """Wait for the GPU to finish the launched work."""
+    import torch
+
+    torch.cuda.synchronize()
 
 
 def local_arch() -> str | None:
@@ -76,7 +84,7 @@ class Launcher:
         self._fn, self.name, self.params, self.arch = fn, name, list(params), arch
 
     def __call__(self, *args: Any) -> None:
-        validate(self.name, self.params, args, device="cuda")
+        validate(self.name, self.params, args, device=DEVICE)
         self._fn(*args)
 
 

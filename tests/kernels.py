@@ -1,0 +1,29 @@
+"""Small kernels the harness tests compile: one portable, one that only a B200 can run."""
+
+from tvm.script import tirx as T
+
+N = 4096
+
+
+@T.prim_func
+def vadd(x: T.Buffer((N,), "float32"), y: T.Buffer((N,), "float32"), out: T.Buffer((N,), "float32")):
+    T.device_entry()
+    bx = T.cta_id([N // 128])
+    tx = T.thread_id([128])
+    out[bx * 128 + tx] = x[bx * 128 + tx] + y[bx * 128 + tx]
+
+
+@T.prim_func
+def tmem_roundtrip(out: T.Buffer((128,), "int32")):
+    T.device_entry()
+    warp = T.warp_id([4])
+    tid = T.thread_id([128])
+    tmem_addr = T.shared_scalar("uint32")
+    if warp == 0:
+        T.ptx.tcgen05.alloc.cta_group__1.sync.aligned.shared__cta.b32(T.address_of(tmem_addr), T.uint32(32))
+    T.cuda.cta_sync()
+    out[tid] = T.cast(tmem_addr, "int32")
+    T.cuda.cta_sync()
+    if warp == 0:
+        T.ptx.tcgen05.relinquish_alloc_permit.cta_group__1.sync.aligned()
+        T.ptx.tcgen05.dealloc.cta_group__1.sync.aligned.b32(tmem_addr, T.uint32(32))

@@ -1,0 +1,198 @@
+"""The kernel harness on a machine without a GPU: compile reports, not-run output, strict mode,
+bad calls, and the comparison that makes a wrong kernel fail the build."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+import torch
+
+import gpubook as gb
+from gpubook import runtime, toolchain
+from gpubook.signature import KernelCallError, Param, validate
+
+import kernels
+
+
+@pytest.fixture(params=["nvcc", "nvrtc"])
+def compiler(request, monkeypatch):
+    if request.param == "nvcc" and shutil.which("nvcc") is None:
+        pytest.skip("nvcc is not on PATH (the NVRTC variant covers this machine)")
+    monkeypatch.setenv("GPUBOOK_COMPILER", request.param)
+    toolchain.compiler.cache_clear()
+    yield request.param
+    toolchain.compiler.cache_clear()
+
+
+@pytest.fixture(scope="module")
+def vadd():
+    return gb.build(kernels.vadd, name="vadd")
+
+
+@pytest.fixture(autouse=True)
+def no_gpu(monkeypatch):
+    """Pretend, on any machine, that no GPU is present unless a test says otherwise."""
+    monkeypatch.setattr(runtime, "local_arch", lambda: None)
+    monkeypatch.delenv("GPUBOOK_STRICT", raising=False)
+    monkeypatch.delenv("GPUBOOK_EXPORT_DIR", raising=False)
+
+
+def test_compile_report_of_a_portable_kernel(compiler):
+    k = gb.build(kernels.vadd, name="vadd")
+    assert k.compiler == compiler
+    assert k.arch == "sm_100a" and k.runs_on == ("sm_100a", "sm_90a")
+    assert ".target sm_100a" in k.ptx
+    assert k.cubin[:4] == b"\x7fELF"
+    assert 0 < k.registers <= 32
+    assert (k.static_smem, k.dynamic_smem, k.reserved_smem) == (0, 0, 0)
+    assert k.local_bytes == 0 and k.spill_instructions == 0
+    assert k.ptx_counts["ld.global"] == 2 and k.ptx_counts["st.global"] == 1
+    assert k.ptx_counts["ld.global.v4"] == 0 and k.ptx_counts["tcgen05.mma"] == 0
+    assert k.sass_counts.get("LDG") == 2 and k.sass_counts.get("STG") == 1
+    (launch,) = k.launches
+    assert (launch.grid, launch.block, launch.dyn_smem) == ((32,), (128,), 0)
+    text = repr(k)
+    assert "compiled for sm_100a (+sm_90a)" in text and "ld.global 2" in text
+    assert 'data-runs-on="sm_100a sm_90a"' in k._repr_html_()
+    assert [p.describe() for p in k.params] == [
+        "x: float32[4096]", "y: float32[4096]", "out: float32[4096]"]
+
+
+def test_compile_report_of_a_blackwell_only_kernel(compiler):
+    k = gb.build(kernels.tmem_roundtrip, name="tmem", highlight=("tcgen05.mma",))
+    assert k.runs_on == ("sm_100a",)
+    assert k.ptx_counts["tcgen05.alloc"] == 1
+    assert k.static_smem == 4 and k.reserved_smem == 1024
+    assert "compiled for sm_100a only" in repr(k)
+    assert "tcgen05.mma 0" in repr(k)  # highlighted even though absent
+
+
+def test_fingerprint_is_stable_and_tracks_the_script(vadd):
+    again = gb.build(kernels.vadd, name="vadd")
+    assert again.fingerprint == vadd.fingerprint
+    assert gb.build(kernels.tmem_roundtrip).fingerprint != vadd.fingerprint
+
+
+def args_for_vadd():
+    n = kernels.N
+    return [gb.seeded((n,), seed=1), gb.seeded((n,), seed=2), torch.empty(n)]
+
+
+def test_not_run_output_without_a_gpu(vadd):
+    res = gb.check(vadd, args_for_vadd(), ref=lambda x, y, out: x + y)
+    assert res.status == "not run" and not res.passed
+    text = repr(res)
+    assert text.startswith("NOT RUN vadd")
+    assert "not run: no GPU on this machine" in text and "PASS" not in text
+    assert "12 regs" in text or "regs" in text
+
+
+def test_not_run_on_a_gpu_of_the_wrong_arch(monkeypatch):
+    monkeypatch.setattr(runtime, "local_arch", lambda: "sm_90a")
+    k = gb.build(kernels.tmem_roundtrip, name="tmem")
+    res = gb.check(k, [torch.empty(128, dtype=torch.int32)], ref=lambda out: torch.zeros(128, dtype=torch.int32))
+    assert res.status == "not run"
+    assert "compiled for sm_100a — not run: this GPU is sm_90a" in repr(res)
+
+
+def test_strict_switch_turns_not_run_into_an_error(vadd, monkeypatch):
+    monkeypatch.setenv("GPUBOOK_STRICT", "1")
+    with pytest.raises(gb.NotRunError, match="GPUBOOK_STRICT is set and vadd did not run"):
+        gb.check(vadd, args_for_vadd(), ref=lambda x, y, out: x + y)
+
+
+@pytest.mark.parametrize("make_args, message", [
+    (lambda a: a[:2], r"vadd takes 3 tensors, got 2"),
+    (lambda a: [a[0][:100], a[1], a[2]], r"argument 0 \('x'\) of vadd has shape \(100,\), but the kernel was compiled for \(4096,\)"),
+    (lambda a: [a[0].double(), a[1], a[2]], r"argument 0 \('x'\) of vadd has dtype float64, but the kernel expects float32"),
+    (lambda a: [a[0], torch.empty(2 * kernels.N)[::2], a[2]], r"argument 1 \('y'\) of vadd is not contiguous"),
+    (lambda a: [a[0], a[1], 3.0], r"argument 2 \('out'\) of vadd must be a tensor, got float"),
+])
+def test_bad_calls_are_rejected_before_any_launch(vadd, make_args, message):
+    with pytest.raises(KernelCallError, match=message):
+        gb.check(vadd, make_args(args_for_vadd()), ref=lambda *a: a[0])
+
+
+def test_tensors_on_the_wrong_device_are_rejected_before_the_launch():
+    launched = []
+    params = [Param("x", (4,), "float32")]
+    launcher = runtime.Launcher(lambda *a: launched.append(a), "k", params, "sm_90a")
+    with pytest.raises(KernelCallError, match=r"argument 0 \('x'\) of k is on cpu, but the kernel runs on the GPU"):
+        launcher(torch.zeros(4))
+    assert launched == []
+    validate("k", params, [torch.zeros(4)], device=None)  # fine while preparing on the CPU
+
+
+def test_compare_raises_on_a_planted_mismatch():
+    ref = gb.seeded((8, 16), seed=5)
+    out = ref.clone()
+    out[3, 7] += 0.5
+    with pytest.raises(gb.CheckError) as err:
+        gb.compare("k", out, ref, *gb.tolerance("float32"))
+    msg = str(err.value)
+    assert "1 of 128 elements differ" in msg and "max abs error 0.5" in msg and "(3, 7)" in msg
+
+
+def test_compare_rejects_nan_and_accepts_rounding():
+    ref = torch.ones(4)
+    with pytest.raises(gb.CheckError, match="got nan"):
+        gb.compare("k", torch.tensor([1.0, float("nan"), 1.0, 1.0]), ref, 1e-3, 1e-3)
+    err = gb.compare("k", ref + 1e-7, ref, *gb.tolerance("float32"))
+    assert err[0] == pytest.approx(1e-7, rel=0.2)
+    with pytest.raises(gb.CheckError):
+        gb.compare("k", torch.tensor([1, 2, 4]), torch.tensor([1, 2, 3]), *gb.tolerance("int32"))
+
+
+def test_tolerances_by_dtype():
+    assert gb.tolerance("float16") == (1e-3, 1e-5)
+    assert gb.tolerance("bfloat16") == (1.6e-2, 1e-5)
+    assert gb.tolerance("int32") == (0.0, 0.0)
+    assert gb.tolerance("float32", atol=1e-3) == (1.3e-6, 1e-3)
+
+
+class FakeGPU:
+    """Runs a Python function in place of the kernel, on CPU tensors, through check's GPU path."""
+
+    def __init__(self, monkeypatch, body):
+        monkeypatch.setattr(runtime, "local_arch", lambda: "sm_90a")
+        monkeypatch.setattr(runtime, "local_gpu_name", lambda: "NVIDIA H200")
+        monkeypatch.setattr(runtime, "DEVICE", "cpu")
+        monkeypatch.setattr(runtime, "synchronize", lambda: None)
+        monkeypatch.setattr(gb.Kernel, "export", lambda self, arch, path=None: "unused.so")
+        monkeypatch.setattr(runtime, "load",
+                            lambda so, name, params, arch: runtime.Launcher(body, name, params, arch))
+
+
+def test_check_passes_a_correct_kernel(vadd, monkeypatch):
+    FakeGPU(monkeypatch, lambda x, y, out: out.copy_(x + y))
+    res = gb.check(vadd, args_for_vadd(), ref=lambda x, y, out: x + y)
+    assert res.passed and repr(res).startswith("PASS vadd on NVIDIA H200 (sm_90a)")
+    assert res.max_abs_error == 0.0
+
+
+def test_check_fails_a_wrong_kernel(vadd, monkeypatch):
+    def off_by_one_tail(x, y, out):
+        out.copy_(x + y)
+        out[-1] = 0.0
+
+    FakeGPU(monkeypatch, off_by_one_tail)
+    with pytest.raises(gb.CheckError, match=r"(?s)1 of 4096 elements differ.*\(4095,\): got 0"):
+        gb.check(vadd, args_for_vadd(), ref=lambda x, y, out: x + y)
+
+
+def test_check_fails_a_kernel_that_writes_nothing(vadd, monkeypatch):
+    FakeGPU(monkeypatch, lambda x, y, out: None)  # the poisoned output stays NaN
+    with pytest.raises(gb.CheckError, match="4096 of 4096 elements differ"):
+        gb.check(vadd, args_for_vadd(), ref=lambda x, y, out: x + y)
+
+
+def test_hardware_table_matches_its_sources():
+    assert gb.B200.sms == 148 and gb.H200.sms == 132 and gb.H100.sms == 132
+    assert gb.B200.bf16_flops == 2250e12 and gb.H200.bf16_flops == 989e12
+    assert gb.B200.hbm_bandwidth == 8.0e12 and gb.H200.hbm_bandwidth == 4.8e12
+    assert gb.H100.hbm_bandwidth == 3.35e12
+    assert gb.B200.tmem_per_sm == 128 * 512 * 4 and gb.H200.tmem_per_sm == 0
+    assert round(gb.B200.ridge_bf16) == 281 and round(gb.H200.ridge_bf16) == 206
+    assert gb.gpu_for("NVIDIA H200") is gb.H200 and gb.gpu_for("NVIDIA B200") is gb.B200
+    assert round(gb.B200.tensor_clock_hz / 1e9, 2) == 1.86
