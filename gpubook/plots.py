@@ -41,8 +41,8 @@ def plot_roofline(gpus: Sequence[GPU], points: Sequence[Point] = (), ax: Axes | 
     """Log-log roofline of each GPU (HBM slope, one flat roof per dtype) with measured points.
 
     `marks` are (label, FLOP/byte) pairs drawn as vertical guides; `note` is written across the
-    plot (e.g. to say that no measurement exists). Copies, which do no arithmetic, appear as
-    dotted lines at the bandwidth they reached.
+    plot (e.g. to say that no measurement exists). Runs timed by bytes alone (copies) appear
+    as dotted lines at the bandwidth they reached.
     """
     fig, ax = _new_axes(ax)
     x0, x1 = X_RANGE
@@ -61,10 +61,10 @@ def plot_roofline(gpus: Sequence[GPU], points: Sequence[Point] = (), ax: Axes | 
     for n, p in enumerate(points):
         c = cycle[n % len(cycle)]
         tag = f"{p.label} ({p.gpu.replace('NVIDIA ', '')}, {p.date})"
-        if p.intensity is None:  # a copy: the bandwidth it reached, drawn as its own memory roof
+        if p.intensity is None:  # timed by bytes alone: the bandwidth it reached, as its own roof
             bw = p.bandwidth / TERA
             ax.plot([x0, 1.0], [x0 * bw, bw], ":", color=c, lw=1.8, gid=f"copy-{p.label}",
-                    label=f"{tag}: {p.bandwidth / TERA:.2f} TB/s, no FLOPs")
+                    label=f"{tag}: {p.bandwidth / TERA:.2f} TB/s, bytes only")
             continue
         marker, size = ("o", 9) if p.source == "book" else ("s", 6)
         ax.plot([p.intensity], [p.flop_rate / TERA], marker, color=c, mec="black", mew=0.6, ms=size,
@@ -122,3 +122,54 @@ def png(fig: Figure, dpi: int = 144):
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=dpi, facecolor="white", transparent=False, bbox_inches="tight")
     return Image(data=buf.getvalue(), format="png")
+
+
+def plot_bandwidth(points: Sequence[Point], gpus: Sequence[GPU] = (), ax: Axes | None = None,
+                   note: str | None = None) -> Figure:
+    """Horizontal bars of the HBM bandwidth each run reached, against its GPU's peak."""
+    fig, ax = _new_axes(ax, size=(6.5, 3.8))
+    runs = [p for p in points if p.bandwidth]
+    for g in gpus:
+        ax.axvline(g.hbm_bandwidth / TERA, color=_color(g), lw=1, ls="--", zorder=0,
+                   label=f"{g.name} HBM peak, {g.hbm_bandwidth / TERA:.2f} TB/s", gid=f"hbm-{g.name}")
+    for i, p in enumerate(runs):
+        c = PALETTE["blue"] if p.source == "book" else PALETTE["grey"]
+        ax.barh(i, p.bandwidth / TERA, color=c, height=0.6, gid=f"bar-{p.label}")
+        hw = p.hardware
+        if hw is not None:
+            ax.plot([hw.hbm_bandwidth / TERA] * 2, [i - 0.4, i + 0.4], color=_color(hw), lw=2.5,
+                    gid=f"peak-{p.label}")
+            ax.annotate(f"{100 * p.bandwidth / hw.hbm_bandwidth:.0f}%", (p.bandwidth / TERA, i),
+                        xytext=(-4, 0), textcoords="offset points", ha="right", va="center",
+                        fontsize=7.5, color="white")
+    ax.set_yticks(range(len(runs)))
+    ax.set_yticklabels([f"{p.label}\n{p.gpu.replace('NVIDIA ', '')}, {p.date}" for p in runs], fontsize=7)
+    ax.set_ylim(len(runs) + 0.5, -0.7)  # top to bottom, with room for the legend below
+    peaks = [p.hardware.hbm_bandwidth / TERA for p in runs if p.hardware is not None]
+    peaks += [g.hbm_bandwidth / TERA for g in gpus]
+    ax.set_xlim(0, max(peaks + [p.bandwidth / TERA for p in runs] + [1.0]) * 1.08)
+    ax.set_xlabel("HBM bandwidth reached (TB/s)")
+    ax.grid(True, axis="x", color="#dddddd", lw=0.6)
+    if note or not runs:
+        ax.set_yticks([])
+        ax.text(0.5, 0.5, note or "no measurement yet", transform=ax.transAxes, ha="center",
+                va="center", fontsize=11, color=PALETTE["grey"],
+                bbox=dict(boxstyle="round", fc="white", ec=PALETTE["grey"]))
+    if gpus:
+        ax.legend(loc="lower left", fontsize=7.5, facecolor="white", framealpha=1.0)
+    fig.tight_layout()
+    return fig
+
+
+def plot_measured(points: Sequence[Point], gpus: Sequence[GPU], note: str | None = None) -> Figure:
+    """Measured runs: runs with FLOPs on the roofline (left), every run's bandwidth (right)."""
+    fig = Figure(figsize=(12, 4.8), dpi=110, facecolor="white")
+    left, right = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.25, 1]})
+    with_flops = [p for p in points if p.intensity is not None]
+    plot_roofline(gpus, points=with_flops, ax=left,
+                  note=note or (None if with_flops else "no measured run counts FLOPs yet"))
+    left.set_title("runs that count FLOPs, on the roofline", fontsize=10)
+    plot_bandwidth(points, gpus=gpus, ax=right, note=note)
+    right.set_title("bandwidth reached, every run that counts bytes", fontsize=10)
+    fig.tight_layout()
+    return fig

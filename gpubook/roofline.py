@@ -122,7 +122,7 @@ def registers_per_thread(threads_per_sm: int) -> int:
 
 
 # -- measured points -------------------------------------------------------------------------
-CHAPTER1_KERNELS = ("copy_naive", "copy_vec4", "vadd")
+CHAPTER1_KERNELS = ("copy_naive", "copy_vec4", "vadd", "row_sum")  # the kernels chapter 1 times
 BASELINE_LABELS = {"copy": "torch copy_", "add": "torch.add", "transpose": "torch transpose copy",
                    "row_sum": "torch.sum", "matmul_nt": "torch.matmul"}
 
@@ -141,7 +141,7 @@ class Point:
 
     @property
     def intensity(self) -> float | None:
-        """FLOP per byte; None for a kernel that did no arithmetic (a copy)."""
+        """FLOP per byte; None for a run timed by its bytes alone (a copy, or no FLOPs counted)."""
         return self.flops / self.bytes if self.flops and self.bytes else None
 
     @property
@@ -280,7 +280,7 @@ def points_markdown(points: list[Point]) -> str:
         hw = p.hardware
         bw = f"{p.bandwidth / 1e12:.2f}" if p.bandwidth else "—"
         pct_bw = f"{100 * p.bandwidth / hw.hbm_bandwidth:.0f}" if p.bandwidth and hw else "—"
-        inten = f"{p.intensity:.3g}" if p.intensity else "0 (no arithmetic)"
+        inten = f"{p.intensity:.3g}" if p.intensity else "— (bytes only)"
         rate = f"{p.flop_rate / 1e12:.3g}" if p.flop_rate else "—"
         roof = (f"{100 * p.flop_rate / attainable(p.intensity, hw):.0f}"
                 if p.intensity and hw else "—")

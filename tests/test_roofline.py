@@ -141,6 +141,10 @@ def test_no_results_means_no_points(tmp_path):
     ax = fig.axes[0]
     assert not [ln for ln in ax.get_lines() if (ln.get_gid() or "").startswith(("point-", "copy-"))]
     assert any("no measurement" in t.get_text() for t in ax.texts)
+    both = plots.plot_measured([], [B200], note="no measurement yet")
+    assert len(both.axes) == 2
+    assert not [p for p in both.axes[1].patches if (p.get_gid() or "").startswith("bar-")]
+    assert all(any("no measurement" in t.get_text() for t in a.texts) for a in both.axes)
 
 
 def test_results_give_newest_points(results_dir):
@@ -164,6 +168,13 @@ def test_results_give_newest_points(results_dir):
     point = next(ln for ln in fig.axes[0].get_lines() if ln.get_gid() == "point-vadd")
     assert point.get_xdata()[0] == pytest.approx(1 / 12)
     assert point.get_ydata()[0] == pytest.approx((1 << 24) / 50e-6 / 1e12)
+    both = plots.plot_measured(list(pts.values()), [H200])
+    left, right = both.axes
+    assert {ln.get_gid() for ln in left.get_lines()} >= {"point-vadd", "roof-H200-bf16"}
+    assert not any((ln.get_gid() or "").startswith("copy-") for ln in left.get_lines())
+    bars = {b.get_gid(): b.get_width() for b in right.patches if (b.get_gid() or "").startswith("bar-")}
+    assert bars["bar-copy_vec4"] == pytest.approx(8.0 * (1 << 24) / 35e-6 / 1e12)
+    assert len(bars) == 4 and not left.texts
 
 
 def test_ladder_fills_from_results(results_dir):
