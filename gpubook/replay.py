@@ -51,13 +51,13 @@ def run_case(case_dir: Path, timing: bool = True) -> dict[str, Any]:
     if meta["kind"] == "check":
         data = torch.load(case_dir / "tensors.pt")
         args = [
-            torch.empty(p.shape, dtype=getattr(torch, p.dtype), device="cuda") if a is None
-            else a.to("cuda") for p, a in zip(meta["param_objs"], data["args"])
+            torch.empty(p.shape, dtype=getattr(torch, p.dtype), device=runtime.DEVICE) if a is None
+            else a.to(runtime.DEVICE) for p, a in zip(meta["param_objs"], data["args"])
         ]
         for i in meta["outputs"]:
             _poison(args[i])
         launcher(*args)
-        torch.cuda.synchronize()
+        runtime.synchronize()
         errs = []
         try:
             for i, e, t in zip(meta["outputs"], data["expected"], meta["tolerances"]):
@@ -174,8 +174,15 @@ def replay(export_dir: Path, results: Path | None, sanitize: bool, timeout: floa
         results.parent.mkdir(parents=True, exist_ok=True)
         results.write_text(json.dumps(doc, indent=1) + "\n")
     print(summary(doc))
+    return exit_code(records)
+
+
+def exit_code(records: list[dict[str, Any]]) -> int:
+    """1 if any case failed, hung, broke, or drew a sanitizer complaint; else 0."""
     bad = [r for r in records if r["status"] in ("failed", "timeout", "error")]
-    dirty = [r for r in records if r.get("sanitizer") and any(v != "clean" for v in r["sanitizer"].values())]
+    dirty = [r for r in records
+             if r.get("sanitizer")
+             and any(v not in ("clean", "not available") for v in r["sanitizer"].values())]
     return 1 if bad or dirty else 0
 
 

@@ -1,0 +1,184 @@
+"""Export writes what replay needs; replay compares honestly; the matrix page follows the results."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+import torch
+
+import gpubook as gb
+from gpubook import export, matrix, replay, results, runtime
+
+import kernels
+
+
+@pytest.fixture
+def exported(tmp_path, monkeypatch):
+    """Export the harness's two test kernels (a check each, and a perf case for vadd)."""
+    monkeypatch.setenv("GPUBOOK_EXPORT_DIR", str(tmp_path / "out"))
+    monkeypatch.delenv("GPUBOOK_STRICT", raising=False)
+    monkeypatch.setattr(runtime, "local_arch", lambda: None)
+    export.set_chapter("99-test")
+    vadd = gb.build(kernels.vadd, name="vadd")
+    n = kernels.N
+    gb.check(vadd, [gb.seeded((n,), seed=1), gb.seeded((n,), seed=2), torch.empty(n)],
+             ref=lambda x, y, out: x + y)
+    timing = gb.bench(vadd, bytes=3 * n * 4, baseline="add")
+    assert timing.status == "not measured"
+    tmem = gb.build(kernels.tmem_roundtrip, name="tmem")
+    gb.check(tmem, [torch.empty(128, dtype=torch.int32)], ref=lambda out: torch.zeros(128, dtype=torch.int32))
+    yield tmp_path / "out", vadd
+    export.set_chapter("unknown")
+
+
+def case(out, name, kind="check"):
+    return out / "cases" / f"99-test--{name}--{kind}"
+
+
+def test_export_writes_a_self_contained_case(exported):
+    out, vadd = exported
+    d = case(out, "vadd")
+    meta = json.loads((d / "case.json").read_text())
+    assert meta["kind"] == "check" and meta["chapter"] == "99-test" and meta["name"] == "vadd"
+    assert meta["runs_on"] == ["sm_100a", "sm_90a"] and meta["outputs"] == [2]
+    assert meta["tolerances"] == [list(gb.tolerance("float32"))]
+    assert meta["fingerprint"] == vadd.fingerprint
+    assert meta["facts"]["registers"] == vadd.registers
+    for arch in ("sm_100a", "sm_90a"):
+        so = d / f"module-{arch}.so"
+        assert so.stat().st_size > 0 and b"vadd_kernel" in so.read_bytes()
+    assert (d / "kernel.py").read_text() == vadd.script()
+    data = torch.load(d / "tensors.pt")
+    assert data["args"][2] is None  # outputs are not shipped, only their shapes
+    torch.testing.assert_close(data["expected"][0], data["args"][0] + data["args"][1])
+    loaded = replay.load_case(d)
+    assert loaded["param_objs"] == vadd.params
+    perf = json.loads((case(out, "vadd", "perf") / "case.json").read_text())
+    assert perf["kind"] == "perf" and perf["baseline"] == "add" and perf["bytes"] == 3 * kernels.N * 4
+    assert not (case(out, "vadd", "perf") / "tensors.pt").exists()
+    tmem = json.loads((case(out, "tmem") / "case.json").read_text())
+    assert tmem["runs_on"] == ["sm_100a"] and not (case(out, "tmem") / "module-sm_90a.so").exists()
+
+
+def fake_gpu(monkeypatch, body, arch="sm_90a"):
+    monkeypatch.setattr(runtime, "local_arch", lambda: arch)
+    monkeypatch.setattr(runtime, "local_gpu_name", lambda: "NVIDIA H200")
+    monkeypatch.setattr(runtime, "DEVICE", "cpu")
+    monkeypatch.setattr(runtime, "synchronize", lambda: None)
+    loads = []
+
+    def load(so, name, params, arch):
+        loads.append(so)
+        return runtime.Launcher(body, name, params, arch)
+
+    monkeypatch.setattr(runtime, "load", load)
+    return loads
+
+
+def test_replay_passes_a_correct_kernel(exported, monkeypatch):
+    out, _ = exported
+    loads = fake_gpu(monkeypatch, lambda x, y, o: o.copy_(x + y))
+    rec = replay.run_case(case(out, "vadd"))
+    assert rec["status"] == "passed" and rec["max_abs_error"] == 0.0
+    assert loads == [str(case(out, "vadd") / "module-sm_90a.so")]
+    assert rec["fingerprint"] == json.loads((case(out, "vadd") / "case.json").read_text())["fingerprint"]
+
+
+def test_replay_fails_a_planted_wrong_output(exported, monkeypatch):
+    out, _ = exported
+    d = case(out, "vadd")
+    data = torch.load(d / "tensors.pt")
+    data["expected"][0][17] += 1.0
+    torch.save(data, d / "tensors.pt")
+    fake_gpu(monkeypatch, lambda x, y, o: o.copy_(x + y))
+    rec = replay.run_case(d)
+    assert rec["status"] == "failed"
+    assert "1 of 4096 elements differ" in rec["message"] and "(17,)" in rec["message"]
+    assert re.search(r"max abs error 1(\.0+)?\b", rec["message"])
+    assert replay.exit_code([rec]) == 1
+
+
+def test_replay_fails_a_kernel_that_writes_nothing(exported, monkeypatch):
+    out, _ = exported
+    fake_gpu(monkeypatch, lambda x, y, o: None)
+    assert replay.run_case(case(out, "vadd"))["status"] == "failed"
+
+
+def test_not_runnable_is_never_counted_as_passed(exported, monkeypatch):
+    out, _ = exported
+    fake_gpu(monkeypatch, lambda *a: pytest.fail("a Blackwell-only kernel must not be launched on sm_90a"))
+    rec = replay.run_case(case(out, "tmem"))
+    assert rec["status"] == "not runnable" and rec["message"] == "not runnable on sm_90a"
+    doc = {"run": {"gpu": "NVIDIA H200", "arch": "sm_90a", "date": "2026-01-01"}, "cases": [rec]}
+    assert replay.summary(doc).endswith("1 not runnable") and "passed" not in replay.summary(doc)
+    assert replay.exit_code([rec]) == 0
+    (row,) = matrix.rows_from([dict(doc, format=1)])
+    assert matrix.tier(row) == "compiled for sm_100a — never run" and matrix.never_run([row]) == [row]
+
+
+@pytest.mark.parametrize("output, errors", [
+    ("========= ERROR SUMMARY: 0 errors\n", 0),
+    ("========= Invalid __global__ write of size 4 bytes\n========= ERROR SUMMARY: 3 errors\n", 3),
+    ("========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)\n", 0),
+    ("========= RACECHECK SUMMARY: 2 hazards displayed (1 error, 1 warning)\n", 2),
+    ("Traceback (most recent call last): ...\n", None),
+])
+def test_sanitizer_summaries_are_parsed(output, errors):
+    assert replay._sanitizer_errors(output) == errors
+
+
+SAMPLE = {
+    "format": 1,
+    "run": {"gpu": "NVIDIA H200", "arch": "sm_90a", "date": "2026-01-02", "torch": "2.11.0",
+            "sanitizer": ["memcheck", "racecheck"]},
+    "cases": [
+        {"case": "01--copy_vec4--check", "chapter": "01-execution-model", "name": "copy_vec4",
+         "kind": "check", "runs_on": ["sm_100a", "sm_90a"], "status": "passed",
+         "max_abs_error": 0.0, "max_rel_error": 0.0,
+         "sanitizer": {"memcheck": "clean", "racecheck": "clean"}},
+        {"case": "01--copy_vec4--perf", "chapter": "01-execution-model", "name": "copy_vec4",
+         "kind": "perf", "runs_on": ["sm_100a", "sm_90a"], "status": "measured", "ms": 0.125,
+         "bytes": 5.0e8, "bandwidth": 4.0e12, "percent_of_peak": 83.3, "baseline": "copy",
+         "baseline_ms": 0.13},
+        {"case": "03--gemm_tcgen05--check", "chapter": "03-meet-tirx", "name": "gemm_tcgen05",
+         "kind": "check", "runs_on": ["sm_100a"], "status": "not runnable",
+         "message": "not runnable on sm_90a"},
+    ],
+}
+
+
+def test_matrix_renders_from_a_sample_results_file(tmp_path):
+    (tmp_path / "2026-01-02-h200.json").write_text(json.dumps(SAMPLE))
+    rows = matrix.rows(tmp_path)
+    assert [r["name"] for r in rows] == ["copy_vec4", "gemm_tcgen05"]
+    text = matrix.markdown(rows)
+    assert "| 01-execution-model | `copy_vec4` | passed on sm_90 | 0 | 125.0 µs (4.00 TB/s) | 83% |" in text
+    assert "memcheck clean; racecheck clean | 2026-01-02, NVIDIA H200 |" in text
+    assert "| 03-meet-tirx | `gemm_tcgen05` | compiled for sm_100a — never run | — | not measured |" in text
+    assert [r["name"] for r in matrix.never_run(rows)] == ["gemm_tcgen05"]
+    rec = results.latest("copy_vec4", "perf", directory=tmp_path)
+    assert rec["ms"] == 0.125 and rec["run"]["gpu"] == "NVIDIA H200"
+    assert results.latest("copy_vec4", "perf", fingerprint="other", directory=tmp_path) is None
+
+
+def test_a_newer_failure_is_not_hidden_by_an_older_pass(tmp_path):
+    newer = json.loads(json.dumps(SAMPLE))
+    newer["run"]["date"] = "2026-02-01"
+    newer["cases"][0].update(status="failed", max_abs_error=None, message="1 of 10 elements differ")
+    (tmp_path / "a.json").write_text(json.dumps(SAMPLE))
+    (tmp_path / "b.json").write_text(json.dumps(newer))
+    row = matrix.rows(tmp_path)[0]
+    assert row["check"]["status"] == "failed"
+
+
+@pytest.mark.book
+def test_the_appendix_agrees_with_the_committed_results(built_book):
+    page = (built_book / "chapters" / "A-verification-matrix.html").read_text()
+    rows = matrix.rows()
+    if not rows:
+        assert "No results file exists yet" in page
+    for r in rows:
+        assert f"<code class=\"docutils literal notranslate\"><span class=\"pre\">{r['name']}</span></code>" in page
+        assert matrix.tier(r) in page
