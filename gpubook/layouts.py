@@ -55,18 +55,22 @@ def draw_ownership_grid(
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.patches import Rectangle
+
+    from matplotlib.colors import BoundaryNorm, ListedColormap
 
     rows, cols = len(owner), len(owner[0])
     fig, ax = plt.subplots(figsize=(max(cols * cell, 2.5) + 0.6, max(rows * cell, 1.5) + 0.7))
     fig.patch.set_facecolor("white")
     fig.patch.set_alpha(1.0)
     ax.set_facecolor("white")
-    for r in range(rows):
-        for c in range(cols):
-            ax.add_patch(Rectangle((c, r), 1, 1, facecolor=PALETTE[int(owner[r][c]) % len(PALETTE)],
-                                   edgecolor="#555555", linewidth=0.4))
-            if label is not None:
+    n = len(PALETTE)
+    colours = [[int(owner[r][c]) % n for c in range(cols)] for r in range(rows)]
+    ax.pcolormesh(range(cols + 1), range(rows + 1), colours, cmap=ListedColormap(PALETTE),
+                  norm=BoundaryNorm([i - 0.5 for i in range(n + 1)], n), edgecolors="#555555",
+                  linewidth=0.4)
+    if label is not None:
+        for r in range(rows):
+            for c in range(cols):
                 ax.text(c + 0.5, r + 0.5, label[r][c], ha="center", va="center",
                         fontsize=fontsize, color="black")
     ax.set_xlim(0, cols)

@@ -134,4 +134,4 @@ def test_swizzled_transpose_lowers_to_an_xor():
 def test_draw_ownership_grid_returns_an_opaque_figure():
     fig = draw_ownership_grid([[0, 1], [2, 3]], [["a", "b"], ["c", "d"]], title="t")
     assert fig.get_facecolor()[3] == 1.0
-    assert len(fig.axes[0].patches) == 4
+    assert len(fig.axes[0].collections) == 1 and len(fig.axes[0].texts) == 4
