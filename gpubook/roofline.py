@@ -187,15 +187,17 @@ def measured_points(directory: Path | str | None = None,
     return list(newest.values())
 
 
-def measure_torch_points(time_fn: Callable[[Callable[[], Any]], float], gpu_name: str,
-                         n: int = 1 << 26, mnk: int = 8192) -> list[Point]:
-    """Time torch.add over fp32 vectors and a bf16 matmul on the local GPU; bytes and FLOPs counted here."""
+def measure_torch_points(gpu_name: str, n: int = 1 << 26, mnk: int = 8192, device: str = "cuda",
+                         time_fn: Callable[[Callable[[], Any]], float] | None = None) -> list[Point]:
+    """Time torch.add over fp32 vectors and a bf16 matmul (D = A @ B.T); bytes and FLOPs counted here."""
     import torch
 
+    if time_fn is None:
+        from .bench import time_fn  # CUDA events, warm-up, L2 flushed, median
     today = datetime.date.today().isoformat()
-    x, y, out = (torch.randn(n, device="cuda") for _ in range(3))
+    x, y, out = (torch.randn(n, device=device) for _ in range(3))
     add_ms = time_fn(lambda: torch.add(x, y, out=out))
-    A, B, D = (torch.randn(mnk, mnk, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+    A, B, D = (torch.randn(mnk, mnk, device=device, dtype=torch.bfloat16) for _ in range(3))
     mm_ms = time_fn(lambda: torch.matmul(A, B.t(), out=D))
     return [
         Point(f"torch.add fp32, N={n}", "torch", gpu_name, today, add_ms, 3.0 * n * 4, float(n)),

@@ -206,3 +206,14 @@ def test_chapter_glues_every_computed_number():
     pasted |= set(re.findall(r"```\{glue:figure\} ([a-z0-9_]+)", prose))
     glued = set(re.findall(r'glue\("([a-z0-9_]+)"', text))
     assert len(pasted) > 20 and pasted <= glued, f"pasted but never glued: {sorted(pasted - glued)}"
+
+
+def test_torch_points_count_their_bytes_and_flops():
+    calls = []
+    pts = rl.measure_torch_points("NVIDIA H200", n=1024, mnk=64, device="cpu",
+                                  time_fn=lambda fn: (calls.append(fn()), 0.5)[1])
+    add, mm = pts
+    assert len(calls) == 2 and add.ms == mm.ms == 0.5
+    assert add.bytes == 3 * 1024 * 4 and add.flops == 1024
+    assert mm.flops == 2 * 64**3 and mm.bytes == 3 * 64 * 64 * 2
+    assert mm.intensity == pytest.approx(2 * 64 / 6) and add.hardware is H200
