@@ -6,10 +6,11 @@ project = "Taming Blackwell"
 author = "The Taming Blackwell authors"
 copyright = "2026, " + author
 
-extensions = ["myst_nb", "sphinx_design", "sphinx_copybutton"]
+extensions = ["myst_nb", "sphinx_design", "sphinx_copybutton", "gpubook.sphinxext"]
 exclude_patterns = [
     "_build", ".venv", "notebooks", "README.md", "tests", ".pytest_cache", "**/.ipynb_checkpoints",
     ".jupyter_cache", ".export", ".gpu-runtime", "results",
+    "CONTRIBUTING.md", "chapters/_demos",  # the demos' embed snippets are included by chapters
 ]
 root_doc = "index"
 
@@ -30,7 +31,9 @@ myst_heading_anchors = 3
 html_theme = "pydata_sphinx_theme"
 html_title = "Taming Blackwell"
 html_static_path = ["_static"]
-html_css_files = ["book.css"]
+html_css_files = ["book.css", "print.css"]
+# Everything a page needs is served from the build itself: the book reads offline.
+mathjax_path = "vendor/mathjax/tex-chtml-full.js"  # MathJax 3.2.2, see _static/vendor/mathjax
 html_theme_options = {
     "navigation_with_keys": False,
     "show_toc_level": 2,
@@ -38,5 +41,6 @@ html_theme_options = {
     "footer_start": ["copyright"],
     "footer_end": [],
 }
+html_context = {"default_mode": "auto"}  # follow the reader's system; an empty mode logs a console error
 html_last_updated_fmt = None
 suppress_warnings = ["mystnb.unknown_mime_type"]

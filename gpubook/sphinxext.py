@@ -61,19 +61,21 @@ class PageTiers:
         blackwell_only = sorted(k for k, r in self.kernels.items() if not any(a.startswith("sm_90") for a in r))
         if n == 0:
             return "any", "any machine", "No GPU kernel on this page: every cell runs on a CPU."
+        one = n == 1
+        count = "The page's kernel" if one else f"All {n} kernels of the page"
+        is_, compiles, runs = ("is", "compiles", "runs") if one else ("are", "compile", "run")
         if not self.checked:
             return ("compile", "compile-only",
-                    f"{_kernels(n)} compiled for sm_100a and inspected; none is launched on this page.")
+                    f"{count} {is_} compiled for sm_100a and inspected; none is launched on this page.")
         if not blackwell_only:
             return ("sm90", "sm_90+",
-                    f"{_kernels(n)} compile anywhere and run on Hopper (sm_90a) and Blackwell (sm_100a).")
+                    f"{count} {compiles} anywhere and {runs} on Hopper (sm_90a) and Blackwell (sm_100a).")
         if len(blackwell_only) == n:
             return ("b200", "B200 only",
-                    f"{_kernels(n)} compile anywhere and run on a Blackwell B200 (sm_100a) only.")
-        portable = n - len(blackwell_only)
+                    f"{count} {compiles} anywhere and {runs} on a Blackwell B200 (sm_100a) only.")
         return ("b200", "B200 only",
-                f"{portable} of {_kernels(n)} also run on sm_90+; {', '.join(blackwell_only)} "
-                "need a Blackwell B200 (sm_100a).")
+                f"{n - len(blackwell_only)} of the page's {n} kernels also run on sm_90+; "
+                f"{', '.join(blackwell_only)} need a Blackwell B200 (sm_100a).")
 
     def build_note(self) -> str | None:
         """What happened to the kernels on the machine that built this page."""
@@ -82,10 +84,6 @@ class PageTiers:
         if self.not_run:
             return "this build: compiled only (no suitable GPU)"
         return None
-
-
-def _kernels(n: int) -> str:
-    return f"{n} kernel" if n == 1 else f"{n} kernels"
 
 
 def _output_text(node: nodes.Node) -> str:
