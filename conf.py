@@ -18,11 +18,36 @@ root_doc = "index"
 # Locally a jupyter-cache keeps unchanged chapters from running again; GPUBOOK_EXECUTION=force
 # (CI, a B200 build) re-runs everything.
 nb_execution_mode = os.environ.get("GPUBOOK_EXECUTION", "cache")
-nb_execution_cache_path = os.environ.get("GPUBOOK_CACHE", ".jupyter_cache")
+nb_execution_cache_path = os.path.join(
+    os.path.dirname(os.path.abspath(__file__)), os.environ.get("GPUBOOK_CACHE", ".jupyter_cache")
+)
+
+
+def _reset_cache_when_results_change(cache: str) -> None:
+    """Chapters read results/*.json; the cache keys on code only, so new results void it."""
+    import hashlib
+    import shutil
+    from pathlib import Path
+
+    here = Path(__file__).resolve().parent
+    digest = hashlib.sha256(
+        b"".join(p.name.encode() + p.read_bytes() for p in sorted((here / "results").glob("*.json")))
+    ).hexdigest()
+    stamp = Path(cache) / "results.sha256"
+    if stamp.exists() and stamp.read_text() == digest:
+        return
+    shutil.rmtree(cache, ignore_errors=True)
+    Path(cache).mkdir(parents=True)
+    stamp.write_text(digest)
+
+
+if nb_execution_mode == "cache":
+    _reset_cache_when_results_change(nb_execution_cache_path)
 nb_execution_raise_on_error = True
 nb_execution_timeout = 600  # seconds per cell: a kernel compile takes about a second
 nb_execution_show_tb = True
 nb_merge_streams = True
+nb_render_markdown_format = "myst"  # Markdown outputs (tables built in cells) render as MyST
 nb_kernel_rgx_aliases = {".*": "python3"}
 myst_enable_extensions = ["colon_fence", "dollarmath", "amsmath", "deflist", "substitution"]
 myst_heading_anchors = 3
