@@ -87,7 +87,7 @@ def export_chapters(out: Path, chapters: Sequence[Path] = ()) -> int:
     (out / "cases").mkdir(parents=True, exist_ok=True)
     os.environ[EXPORT_ENV] = str(out)
     for f in files:
-        nb = jupytext.read(f)
+        nb = jupytext.read(f, fmt="md:myst")
         print(f"export: executing {f.name}", flush=True)
         NotebookClient(nb, timeout=600, kernel_name="python3",
                        resources={"metadata": {"path": str(f.parent)}}).execute()

@@ -182,3 +182,32 @@ def test_the_appendix_agrees_with_the_committed_results(built_book):
     for r in rows:
         assert f"<code class=\"docutils literal notranslate\"><span class=\"pre\">{r['name']}</span></code>" in page
         assert matrix.tier(r) in page
+
+
+@pytest.mark.book
+def test_the_export_command_executes_chapters_into_cases(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    tests = Path(__file__).resolve().parent
+    chapter = tmp_path / "chapters" / "01-mini.md"
+    chapter.parent.mkdir()
+    chapter.write_text(
+        "---\njupytext:\n  text_representation:\n    format_name: myst\n"
+        "kernelspec:\n  display_name: Python 3\n  language: python\n  name: python3\n---\n\n"
+        "# Mini\n\n```{code-cell} ipython3\n"
+        f"import sys, torch\nsys.path.insert(0, {str(tests)!r})\n"
+        "import gpubook as gb, kernels\ngb.set_chapter('01-mini')\n"
+        "k = gb.build(kernels.vadd, name='vadd')\n"
+        "gb.check(k, [gb.seeded((4096,)), gb.seeded((4096,), seed=1), torch.empty(4096)], "
+        "ref=lambda x, y, o: x + y)\n```\n"
+    )
+    out = tmp_path / "export"
+    env = {k: v for k, v in __import__("os").environ.items() if k != "GPUBOOK_STRICT"}
+    proc = subprocess.run([sys.executable, "-m", "gpubook", "export", str(out), str(chapter)],
+                          capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "export: 1 cases" in proc.stdout
+    meta = json.loads((out / "cases" / "01-mini--vadd--check" / "case.json").read_text())
+    assert meta["chapter"] == "01-mini" and meta["runs_on"] == ["sm_100a", "sm_90a"]
