@@ -275,11 +275,14 @@ def test_theme_switcher_and_figures_in_both_themes(session: Session, chapters: l
     # every figure of every chapter: cell images, figures, demos
     for path in chapters:
         page = session.open(path)
+        page.evaluate("() => document.querySelectorAll('details').forEach(d => { d.open = true; })")
         figures = page.locator(".cell_output img, figure img, figure svg, .gpubook-demo iframe")
         for theme in THEMES:
             set_theme(page, theme)
             for i in range(figures.count()):
                 fig = figures.nth(i)
+                if not fig.is_visible():
+                    continue  # e.g. an output the chapter hides
                 fig.scroll_into_view_if_needed()
                 page.wait_for_timeout(100)
                 box = fig.bounding_box()
