@@ -60,7 +60,7 @@ class PageTiers:
         n = len(self.kernels)
         blackwell_only = sorted(k for k, r in self.kernels.items() if not any(a.startswith("sm_90") for a in r))
         if n == 0:
-            return "any", "any machine", "No GPU kernel on this page: every cell runs on a CPU."
+            return "any", "any machine", "This page builds no kernel: its cells run on any machine."
         one = n == 1
         count = "The page's kernel" if one else f"All {n} kernels of the page"
         is_, compiles, runs = ("is", "compiles", "runs") if one else ("are", "compile", "run")
@@ -73,16 +73,18 @@ class PageTiers:
         if len(blackwell_only) == n:
             return ("b200", "B200 only",
                     f"{count} {compiles} anywhere and {runs} on a Blackwell B200 (sm_100a) only.")
-        return ("b200", "B200 only",
-                f"{n - len(blackwell_only)} of the page's {n} kernels also run on sm_90+; "
-                f"{', '.join(blackwell_only)} need a Blackwell B200 (sm_100a).")
+        portable = n - len(blackwell_only)
+        return ("b200 gpubook-badge--mixed", "B200 only",
+                f"{portable} of the page's {n} kernels also {'runs' if portable == 1 else 'run'} on sm_90+; "
+                f"{', '.join(blackwell_only)} {'needs' if len(blackwell_only) == 1 else 'need'} "
+                "a Blackwell B200 (sm_100a).")
 
     def build_note(self) -> str | None:
         """What happened to the kernels on the machine that built this page."""
         if self.passed_on:
-            return "this build: checked on " + ", ".join(sorted(self.passed_on))
+            return "This build: checked on " + ", ".join(sorted(self.passed_on))
         if self.not_run:
-            return "this build: compiled only (no suitable GPU)"
+            return "This build: compiled only (no suitable GPU)"
         return None
 
 
@@ -124,8 +126,10 @@ def page_bar(app: Sphinx, docname: str, tiers: PageTiers) -> str:
     parts = [
         f'<span class="gpubook-badge gpubook-badge--{mod}" data-tier="{html.escape(label)}" '
         f'title="{html.escape(why)}">Runs on <strong>{html.escape(label)}</strong></span>',
-        f'<span class="gpubook-visually-hidden">{html.escape(why)}</span>',
     ]
+    # a mixed page says which kernels need what; otherwise the badge's title says it all
+    shown = "gpubook-build-note" if "mixed" in mod else "gpubook-visually-hidden"
+    parts.append(f'<span class="{shown}">{html.escape(why)}</span>')
     note = tiers.build_note()
     if note:
         parts.append(f'<span class="gpubook-build-note">{html.escape(note)}</span>')
