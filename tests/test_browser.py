@@ -334,9 +334,9 @@ def test_each_chapter_downloads_its_notebook(session: Session, chapters: list[st
         local = tmp_path / download.suggested_filename
         download.save_as(local)
         assert local.suffix == ".ipynb", download.suggested_filename
-        nb = nbformat.read(local, as_version=4)
+        nb = nbformat.read(str(local), as_version=4)
         nbformat.validate(nb)
-        paired = nbformat.read(ROOT / "notebooks" / local.name, as_version=4)
+        paired = nbformat.read(str(ROOT / "notebooks" / local.name), as_version=4)
         assert [c.source for c in nb.cells] == [c.source for c in paired.cells], f"{path}: not its paired notebook"
         assert Path(path).stem == local.stem
         page.close()
