@@ -37,8 +37,10 @@ BLACKWELL_ONLY = re.compile(r"\b(?:tcgen05\.|clusterlaunchcontrol\.)|cta_group::
 
 def count_ptx(ptx: str, patterns: list[tuple[str, str]] = PTX_PATTERNS) -> dict[str, int]:
     """Static counts of instruction families in PTX (instruction lines only, comments dropped)."""
-    lines = [ln.split("//")[0].strip() for ln in ptx.splitlines()]
-    body = [ln for ln in lines if ln and not ln.startswith(".")]
+    # Inline assembly arrives as `{ .reg .pred p; setp...; tcgen05.mma...; }` on one line:
+    # split statements on ';' and braces so that each instruction is matched on its own.
+    stmts = re.split(r"[;{}]", "\n".join(ln.split("//")[0] for ln in ptx.splitlines()))
+    body = [st.strip() for st in stmts if st.strip() and not st.strip().startswith(".")]
     counts = {}
     for label, rx in patterns:
         pat = re.compile(r"^(?:@!?%\w+\s+)?" + rx)

@@ -196,3 +196,17 @@ def test_hardware_table_matches_its_sources():
     assert round(gb.B200.ridge_bf16) == 281 and round(gb.H200.ridge_bf16) == 206
     assert gb.gpu_for("NVIDIA H200") is gb.H200 and gb.gpu_for("NVIDIA B200") is gb.B200
     assert round(gb.B200.tensor_clock_hz / 1e9, 2) == 1.86
+
+
+def test_ptx_counts_find_instructions_inside_inline_asm_blocks():
+    from gpubook.report import count_ptx
+
+    ptx = """
+	{ .reg .pred p; setp.ne.b32 p, %r1, 0; tcgen05.mma.cta_group::1.kind::f16 [%r2], %rd1, %rd2, %r3, p; }
+	@%p1 bra $L__BB0_2;
+	ld.global.nc.v4.f32 {%f1, %f2, %f3, %f4}, [%rd5];
+	// tcgen05.mma in a comment does not count
+	ld.global.f32 %f5, [%rd6];
+"""
+    c = count_ptx(ptx)
+    assert c["tcgen05.mma"] == 1 and c["ld.global.v4"] == 1 and c["ld.global"] == 1
