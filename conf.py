@@ -59,7 +59,11 @@ html_static_path = ["_static"]
 html_css_files = ["book.css", "print.css"]
 # Everything a page needs is served from the build itself: the book reads offline.
 mathjax_path = "vendor/mathjax/tex-chtml-full.js"  # MathJax 3.2.2, see _static/vendor/mathjax
+# Chapters listed in the left sidebar, from the root, instead of across the header.
+templates_path = ["_templates"]
+html_sidebars = {"**": ["sidebar-chapters"]}
 html_theme_options = {
+    "navbar_center": [],
     "navigation_with_keys": False,
     "show_toc_level": 2,
     "secondary_sidebar_items": ["page-toc"],
