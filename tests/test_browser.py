@@ -630,3 +630,18 @@ def test_embedded_demos_follow_the_book_theme(session: Session, chapters: list[s
     session.assert_clean()
     if not embedded:
         pytest.skip("no chapter embeds a demo yet")
+
+
+@pytest.mark.parametrize("demo", ["thread-hierarchy", "swizzle"])
+def test_demos_fit_a_phone_screen(browser: object, served_book: str, demo: str) -> None:
+    s = Session(browser, served_book)
+    try:
+        page = s.open(f"_static/demos/{demo}.html")
+        page.set_viewport_size({"width": 360, "height": 740})
+        page.wait_for_timeout(100)
+        over = page.evaluate("() => document.documentElement.scrollWidth - document.documentElement.clientWidth")
+        assert over <= 0, f"{demo} scrolls sideways by {over}px on a 360px screen"
+        page.close()
+        s.assert_clean()
+    finally:
+        s.close()
