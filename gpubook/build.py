@@ -148,7 +148,8 @@ class Kernel:
         rows = self.__repr__().split("\n")
         body = "<br>".join(html.escape(r.strip()) for r in rows)
         runs = " ".join(self.runs_on)
-        return f'<div class="gpubook-report" data-runs-on="{runs}"><code>{body}</code></div>'
+        return (f'<div class="gpubook-report" data-kernel="{html.escape(self.name)}" '
+                f'data-runs-on="{runs}"><code>{body}</code></div>')
 
     # -- what runs ----------------------------------------------------------------------
     def executable(self, arch: str) -> Any:
