@@ -55,7 +55,9 @@ def _mini_book(tmp_path: Path, chapter_body: str) -> Path:
     proj = tmp_path / "proj"
     (proj / "chapters").mkdir(parents=True)
     shutil.copy(ROOT / "conf.py", proj / "conf.py")
-    shutil.copytree(ROOT / "_static", proj / "_static")
+    for folder in ("_static", "_templates"):
+        if (ROOT / folder).is_dir():
+            shutil.copytree(ROOT / folder, proj / folder)
     (proj / "index.md").write_text("# Mini\n\n```{toctree}\n:glob:\n\nchapters/*\n```\n")
     front = (ROOT / "chapters" / "01-execution-model.md").read_text().split("---\n")[1]
     (proj / "chapters" / "01-mini.md").write_text(f"---\n{front}---\n\n# Mini chapter\n\n{chapter_body}")
