@@ -200,6 +200,17 @@ def build(func: Any, name: str | None = None, highlight: tuple[str, ...] = ()) -
         if hopper_error is not None:  # the Hopper claim is proven at build time, or the build fails
             raise hopper_error
         runs_on = (BLACKWELL, HOPPER)
+        local = _local_arch()
+        if local is not None and local not in runs_on:
+            # A portable kernel may also run on the GPU at hand (e.g. an sm_120a card) if it
+            # lowers and assembles for that arch; kernels needing clusters or TMA will not.
+            try:
+                executables[local] = _compile(func, local)
+                toolchain.compile_source(executables[local].mod.imports[0].inspect_source(),
+                                         local, "cubin", using)
+                runs_on = (BLACKWELL, HOPPER, local)
+            except Exception:  # noqa: BLE001 - any failure just means "does not run here"
+                executables.pop(local, None)
     sass = toolchain.cuobjdump(cubin, "-sass")
     usage = report.parse_resource_usage(toolchain.cuobjdump(cubin, "--dump-resource-usage"))
     resources: dict[str, int] = {}
@@ -213,6 +224,12 @@ def build(func: Any, name: str | None = None, highlight: tuple[str, ...] = ()) -
         sass_counts=report.count_sass(sass), compile_seconds=time.perf_counter() - t0,
         highlight=tuple(highlight), _executables=executables,
     )
+
+
+def _local_arch() -> str | None:
+    from .runtime import local_arch
+
+    return local_arch()
 
 
 def _compile(func: Any, arch: str) -> Any:

@@ -210,3 +210,10 @@ def test_ptx_counts_find_instructions_inside_inline_asm_blocks():
 """
     c = count_ptx(ptx)
     assert c["tcgen05.mma"] == 1 and c["ld.global.v4"] == 1 and c["ld.global"] == 1
+
+
+def test_a_portable_kernel_also_compiles_for_the_local_gpu(monkeypatch):
+    monkeypatch.setattr(runtime, "local_arch", lambda: "sm_89")
+    k = gb.build(kernels.vadd, name="vadd")
+    assert k.runs_on == ("sm_100a", "sm_90a", "sm_89")
+    assert gb.build(kernels.tmem_roundtrip).runs_on == ("sm_100a",)
