@@ -211,3 +211,9 @@ def test_the_export_command_executes_chapters_into_cases(tmp_path):
     assert "export: 1 cases" in proc.stdout
     meta = json.loads((out / "cases" / "01-mini--vadd--check" / "case.json").read_text())
     assert meta["chapter"] == "01-mini" and meta["runs_on"] == ["sm_100a", "sm_90a"]
+
+
+def test_a_case_that_outlives_its_timeout_is_stopped(exported, tmp_path):
+    out, _ = exported
+    rec, output, timed_out = replay._child(case(out, "vadd"), tmp_path / "r.json", True, timeout=0.05)
+    assert timed_out and rec is None
