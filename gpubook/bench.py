@@ -129,13 +129,13 @@ def bench(kernel: Any, bytes: float | None = None, flops: float | None = None,
     if baseline is not None and baseline not in BASELINES:
         raise ValueError(f"unknown baseline {baseline!r}; known: {', '.join(BASELINES)}")
     export.record_perf(kernel, name, {"bytes": bytes, "flops": flops, "baseline": baseline})
-    arch = runtime.local_arch()
-    if arch is None or arch not in kernel.runs_on:
+    why = runtime.why_not_here(kernel.runs_on)
+    if why is not None:
         from .results import latest
 
-        why = "no GPU on this machine" if arch is None else f"this GPU is {arch}"
         rec = latest(name, "perf", chapter=export.current_chapter(), fingerprint=kernel.fingerprint)
         return Timing(name, "not measured", bytes=bytes, flops=flops, reason=why, recorded=rec)
+    arch = runtime.local_arch()
     launcher = runtime.load(kernel.export(arch), name, kernel.params, arch)
     args = random_args(kernel.params)
     ms = time_fn(lambda: launcher(*args))

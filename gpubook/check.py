@@ -149,9 +149,8 @@ def check(
 
     export.record_check(kernel, name, args, expected, outputs, tols)
 
-    arch = runtime.local_arch()
-    if arch is None or arch not in kernel.runs_on:
-        why = "no GPU on this machine" if arch is None else f"this GPU is {arch}"
+    why = runtime.why_not_here(kernel.runs_on)
+    if why is not None:
         need = " or ".join(kernel.runs_on)
         result = CheckResult(
             name, "not run", reason=f"compiled for {need} — not run: {why}", facts=kernel.summary()
@@ -159,14 +158,20 @@ def check(
         if strict():
             raise NotRunError(f"{STRICT_ENV} is set and {name} did not run: {result.reason}")
         return result
+    arch = runtime.local_arch()
     launcher = runtime.load(kernel.export(arch), name, kernel.params, arch)
-    dev_args = [a.to(runtime.DEVICE) for a in args]
+    abs_err, rel_err = run_and_compare(launcher, [a.to(runtime.DEVICE) for a in args],
+                                       outputs, expected, tols)
+    return CheckResult(name, "passed", arch=arch, gpu=runtime.local_gpu_name(),
+                       max_abs_error=abs_err, max_rel_error=rel_err)
+
+
+def run_and_compare(launcher: Any, args: Sequence[Any], outputs: Sequence[int],
+                    expected: Sequence[Any], tols: Sequence[Sequence[float]]) -> tuple[float, float]:
+    """Poison the outputs, launch, wait, compare each output; (max abs, max rel) or CheckError."""
     for i in outputs:
-        _poison(dev_args[i])
-    launcher(*dev_args)
+        _poison(args[i])
+    launcher(*args)
     runtime.synchronize()
-    errs = [compare(name, dev_args[i], e, *t) for i, e, t in zip(outputs, expected, tols)]
-    return CheckResult(
-        name, "passed", arch=arch, gpu=runtime.local_gpu_name(),
-        max_abs_error=max(e[0] for e in errs), max_rel_error=max(e[1] for e in errs),
-    )
+    errs = [compare(launcher.name, args[i], e, t[0], t[1]) for i, e, t in zip(outputs, expected, tols)]
+    return max(e[0] for e in errs), max(e[1] for e in errs)

@@ -36,7 +36,7 @@ def run_case(case_dir: Path, timing: bool = True) -> dict[str, Any]:
 
     from . import runtime
     from .bench import BASELINES, Timing, random_args, time_fn
-    from .check import CheckError, _poison, compare
+    from .check import CheckError, run_and_compare
     from .hardware import gpu_for
 
     meta = load_case(case_dir)
@@ -54,19 +54,13 @@ def run_case(case_dir: Path, timing: bool = True) -> dict[str, Any]:
             torch.empty(p.shape, dtype=getattr(torch, p.dtype), device=runtime.DEVICE) if a is None
             else a.to(runtime.DEVICE) for p, a in zip(meta["param_objs"], data["args"])
         ]
-        for i in meta["outputs"]:
-            _poison(args[i])
-        launcher(*args)
-        runtime.synchronize()
-        errs = []
         try:
-            for i, e, t in zip(meta["outputs"], data["expected"], meta["tolerances"]):
-                errs.append(compare(meta["name"], args[i], e, t[0], t[1]))
+            abs_err, rel_err = run_and_compare(launcher, args, meta["outputs"], data["expected"],
+                                               meta["tolerances"])
         except CheckError as err:
             rec.update(status="failed", message=str(err))
             return rec
-        rec.update(status="passed", max_abs_error=max(e[0] for e in errs),
-                   max_rel_error=max(e[1] for e in errs))
+        rec.update(status="passed", max_abs_error=abs_err, max_rel_error=rel_err)
         return rec
     if not timing:
         rec.update(status="skipped", message="timing disabled")

@@ -40,6 +40,14 @@ def local_arch() -> str | None:
     return f"sm_{major}{minor}{suffix}"
 
 
+def why_not_here(runs_on: Sequence[str]) -> str | None:
+    """None if this machine's GPU can run a kernel built for `runs_on`, else the reason."""
+    arch = local_arch()
+    if arch is None:
+        return "no GPU on this machine"
+    return None if arch in runs_on else f"this GPU is {arch}"
+
+
 def local_gpu_name() -> str | None:
     """The name of the first visible CUDA GPU ('NVIDIA H200'), or None."""
     import torch
