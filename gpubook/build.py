@@ -94,10 +94,6 @@ class Kernel:
         return self.sass_counts.get("LDL", 0) + self.sass_counts.get("STL", 0)
 
     @property
-    def portable(self) -> bool:
-        return HOPPER in self.runs_on
-
-    @property
     def fingerprint(self) -> str:
         """A short hash of the kernel's TIRx script: results recorded for it name this hash."""
         import hashlib

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import os
 import re
 import shutil
 import subprocess

@@ -62,8 +62,7 @@ def compile_source(src: str, arch: str, fmt: str, using: str | None = None) -> b
     using = using or compiler()
     if using == "nvcc" and shutil.which("nvcc"):
         return _nvcc(src, arch, fmt)
-    import tvm  # the NVRTC path needs apache-tvm's wrapper and cuda-bindings
-    from tvm.support import nvcc as tvm_nvcc
+    from tvm.support import nvcc as tvm_nvcc  # NVRTC through apache-tvm and cuda-bindings
 
     _nvrtc_env()
     return bytes(tvm_nvcc.compile_cuda(src, target_format=fmt, arch=arch, compiler="nvrtc"))
