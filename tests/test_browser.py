@@ -501,6 +501,46 @@ def test_dropdowns_are_readable_in_both_themes(session: Session, chapters: list[
     session.assert_clean()
 
 
+@pytest.mark.parametrize("width", [1280, 390])
+def test_the_verification_appendix_fits_and_links_each_chapter(browser: object, served_book: str,
+                                                               built_book: Path, width: int) -> None:
+    """Appendix A's tables fit the text column without scrolling sideways at 1280 px (and at
+    390 px at most the kernel column spills), and each chapter in the results is a link."""
+    from gpubook import matrix
+
+    page_path = "chapters/A-verification-matrix.html"
+    if not (built_book / page_path).exists():
+        pytest.skip("the book has no verification appendix")
+    rows = matrix.rows()
+    s = Session(browser, served_book, width=width, height=900)
+    try:
+        page = s.open(page_path)
+        tables = page.evaluate("""() => [...document.querySelectorAll('article table')].map(t => ({
+            cols: t.querySelectorAll('thead th').length, width: t.getBoundingClientRect().width,
+            room: t.closest('.pst-scrollable-table-container, article').clientWidth,
+            scroll: (t.closest('.pst-scrollable-table-container') || t.parentElement).scrollWidth
+                    - (t.closest('.pst-scrollable-table-container') || t.parentElement).clientWidth,
+            font: parseFloat(getComputedStyle(t.querySelector('td') || t).fontSize)}))""")
+        if not rows:
+            assert not tables
+        else:
+            assert len(tables) == len({r["chapter"] for r in rows})
+            for t in tables:
+                assert t["cols"] <= 4, f"{t['cols']} columns"
+                assert t["font"] >= 13, f"table text of {t['font']} px"
+                if width >= 1000:
+                    assert t["scroll"] <= 1 and t["width"] <= t["room"] + 1, f"a table overflows at {width} px: {t}"
+            links = page.evaluate("() => [...document.querySelectorAll('article p strong a, article li a')]"
+                                  ".map(a => new URL(a.href).pathname)")
+            for chapter in {r["chapter"] for r in rows}:
+                if (ROOT / "chapters" / f"{chapter}.md").exists():
+                    assert any(link.endswith(f"/{chapter}.html") for link in links), f"no link to {chapter}"
+        page.close()
+        s.assert_clean()
+    finally:
+        s.close()
+
+
 def test_build_has_a_favicon_and_no_theme_templates(session: Session, built_book: Path) -> None:
     """The tab shows the book's icon (no request for a missing /favicon.ico), and the theme's
     template macros are not published as a page."""
