@@ -114,10 +114,15 @@ def test_the_default_is_the_chapters_case(demo: object) -> None:
 def test_hover_moves_the_cursor(demo: object) -> None:
     demo.hover("#tile rect[data-row='3'][data-col='5']")
     assert "row 3, chunk 5" in demo.inner_text("#readout")
-    assert demo.inner_text("#col-h").endswith("(8 threads rows)") or "chunk 5" in demo.inner_text("#col-h")
+    assert "chunk 5 of row 0 + i" in demo.inner_text("#col-h")
     demo.hover("#tile rect[data-row='12'][data-col='2']")
     assert "row 12, chunk 2" in demo.inner_text("#readout")
     assert shown(demo) == expected("chunk16", 128, 128, 12, 2)
+    # the arrow keys still move the cursor while the pointer rests on the redrawn tile
+    demo.focus("#tile")
+    demo.keyboard.press("ArrowDown")
+    demo.keyboard.press("ArrowRight")
+    assert "row 13, chunk 3" in demo.inner_text("#readout")
 
 
 def test_the_keyboard_moves_the_cursor(demo: object) -> None:
