@@ -40,7 +40,9 @@ def count_ptx(ptx: str, patterns: list[tuple[str, str]] = PTX_PATTERNS) -> dict[
     # Inline assembly arrives as `{ .reg .pred p; setp...; tcgen05.mma...; }` on one line:
     # split statements on ';' and braces so that each instruction is matched on its own.
     stmts = re.split(r"[;{}]", "\n".join(ln.split("//")[0] for ln in ptx.splitlines()))
-    body = [st.strip() for st in stmts if st.strip() and not st.strip().startswith(".")]
+    # a statement may follow labels (`LAB_WAIT:` inside an inline-assembly loop): drop them
+    stmts = [re.sub(r"^(?:[$\w]+:\s*)+", "", st.strip()) for st in stmts]
+    body = [st for st in stmts if st and not st.startswith(".")]
     counts = {}
     for label, rx in patterns:
         pat = re.compile(r"^(?:@!?%\w+\s+)?" + rx)
