@@ -23,6 +23,7 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("case")
     c.add_argument("--json", required=True)
     c.add_argument("--no-timing", action="store_true")
+    c.add_argument("--no-stress", action="store_true")
     args = p.parse_args(argv)
     if args.cmd == "export":
         from .export import export_chapters
@@ -34,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
         return replay(args.out, args.results, args.sanitize, args.timeout, args.only)
     from .replay import main_case
 
-    return main_case(args.case, args.json, not args.no_timing)
+    return main_case(args.case, args.json, not args.no_timing, not args.no_stress)
 
 
 if __name__ == "__main__":

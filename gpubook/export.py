@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 EXPORT_ENV = "GPUBOOK_EXPORT_DIR"
-FORMAT_VERSION = 1
+# 2: stress runs (case 'stress'/'variants', tensors 'variants'), Hopper-only kernels ('not_built').
+FORMAT_VERSION = 2
 _current = {"chapter": "unknown"}
 
 
@@ -50,20 +51,31 @@ def _write_common(d: Path, kernel: Any, meta: dict[str, Any]) -> None:
 
 def record_check(
     kernel: Any, name: str, args: Sequence[Any], expected: Sequence[Any],
-    outputs: Sequence[int], tols: Sequence[tuple[float, float]],
+    outputs: Sequence[int], tols: Sequence[tuple[float, float]], stress: int = 0,
+    variants: Sequence[tuple[Sequence[Any], Sequence[Any]]] = (), expect: str = "pass",
 ) -> Path | None:
-    """When exporting, save a correctness case: modules, inputs, expected outputs, tolerances."""
+    """When exporting, save a correctness case: modules, inputs, expected outputs, tolerances.
+
+    With `stress`, also the stress run's input variants (args with None for outputs, and
+    their expected outputs). `expect="fail"` marks a self-test case that must fail.
+    """
     if export_dir() is None:
         return None
     import torch
 
     d = _case_dir("check", name)
     inputs = [None if i in outputs else a.contiguous() for i, a in enumerate(args)]
-    torch.save({"args": inputs, "expected": [e.contiguous() for e in expected]}, d / "tensors.pt")
-    _write_common(d, kernel, {
+    torch.save({
+        "args": inputs, "expected": [e.contiguous() for e in expected],
+        "variants": [{"args": list(a), "expected": [e.contiguous() for e in ex]} for a, ex in variants],
+    }, d / "tensors.pt")
+    meta: dict[str, Any] = {
         "kind": "check", "name": name, "outputs": list(outputs),
-        "tolerances": [list(t) for t in tols],
-    })
+        "tolerances": [list(t) for t in tols], "stress": int(stress), "variants": len(variants),
+    }
+    if expect != "pass":
+        meta["expect"] = expect
+    _write_common(d, kernel, meta)
     return d
 
 

@@ -23,14 +23,23 @@ CASE_KEYS = ("case", "chapter", "name", "kind", "runs_on", "fingerprint")
 
 def load_case(case_dir: Path) -> dict[str, Any]:
     """A case's metadata, with its parameters as Param objects under 'param_objs'."""
+    from .export import FORMAT_VERSION
+
     meta = json.loads((case_dir / "case.json").read_text())
+    if meta.get("format", 1) > FORMAT_VERSION:
+        raise RuntimeError(f"{case_dir.name} was exported in format {meta['format']}; this gpubook "
+                           f"reads up to format {FORMAT_VERSION}: update it on this host")
     meta["param_objs"] = [Param.from_json(p) for p in meta["params"]]
     meta["case"] = case_dir.name
     return meta
 
 
-def run_case(case_dir: Path, timing: bool = True) -> dict[str, Any]:
-    """Run one case in this process and return its result record (raises nothing on mismatch)."""
+def run_case(case_dir: Path, timing: bool = True, stress: bool = True) -> dict[str, Any]:
+    """Run one case in this process and return its result record (raises nothing on mismatch).
+
+    `timing=False` skips performance cases; `stress=False` skips a check's stress launches
+    (the compute-sanitizer runs check one launch).
+    """
     import torch
 
     from . import runtime
@@ -49,17 +58,20 @@ def run_case(case_dir: Path, timing: bool = True) -> dict[str, Any]:
     launcher = runtime.load(str(so), meta["name"], meta["param_objs"], arch)
     if meta["kind"] == "check":
         data = torch.load(case_dir / "tensors.pt")
-        args = [
-            torch.empty(p.shape, dtype=getattr(torch, p.dtype), device=runtime.DEVICE) if a is None
-            else a.to(runtime.DEVICE) for p, a in zip(meta["param_objs"], data["args"])
-        ]
+        n_stress = meta.get("stress", 0) if stress else 0
+        variants = [(v["args"], v["expected"]) for v in data.get("variants", [])]
         try:
-            abs_err, rel_err = run_and_compare(launcher, args, meta["outputs"], data["expected"],
-                                               meta["tolerances"])
+            outcome = run_and_compare(launcher, data["args"], meta["outputs"], data["expected"],
+                                      meta["tolerances"], stress=n_stress, variants=variants)
         except CheckError as err:
             rec.update(status="failed", message=str(err))
+            if err.stress is not None:
+                rec["stress"] = err.stress
             return rec
-        rec.update(status="passed", max_abs_error=abs_err, max_rel_error=rel_err)
+        rec.update(status="passed", max_abs_error=outcome.max_abs_error,
+                   max_rel_error=outcome.max_rel_error)
+        if outcome.stress is not None:
+            rec["stress"] = outcome.stress
         return rec
     if not timing:
         rec.update(status="skipped", message="timing disabled")
@@ -77,11 +89,14 @@ def run_case(case_dir: Path, timing: bool = True) -> dict[str, Any]:
 
 
 def _child(case_dir: Path, out_json: Path, timing: bool, timeout: float,
-           wrapper: list[str] | None = None) -> tuple[dict[str, Any] | None, str, bool]:
+           wrapper: list[str] | None = None,
+           stress: bool = True) -> tuple[dict[str, Any] | None, str, bool]:
     """Run one case in a child process; returns (record or None, output, timed out)."""
     cmd = [sys.executable, "-m", "gpubook", "replay-case", str(case_dir), "--json", str(out_json)]
     if not timing:
         cmd.append("--no-timing")
+    if not stress:
+        cmd.append("--no-stress")
     cmd = (wrapper or []) + cmd
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
@@ -113,7 +128,7 @@ def _sanitize(case_dir: Path, work: Path, timeout: float) -> dict[str, str]:
     for tool in SANITIZER_TOOLS:
         out_json = work / f"{case_dir.name}.{tool}.json"
         wrapper = [exe, "--tool", tool, "--error-exitcode", "0", "--target-processes", "all"]
-        rec, out, timed_out = _child(case_dir, out_json, False, timeout * 10, wrapper)
+        rec, out, timed_out = _child(case_dir, out_json, False, timeout * 10, wrapper, stress=False)
         n = _sanitizer_errors(out)
         if timed_out:
             verdicts[tool] = "timeout"
@@ -187,6 +202,9 @@ def _line(rec: dict[str, Any]) -> str:
         s += f"  {rec['ms'] * 1e3:.1f} us"
         if rec.get("percent_of_peak") is not None:
             s += f" ({rec['percent_of_peak']:.0f}% of peak)"
+    if rec.get("stress"):
+        st = rec["stress"]
+        s += f"  stress {st['failures']}/{st['launches']} failed"
     if rec.get("sanitizer"):
         s += "  sanitizer " + ", ".join(f"{k}: {v}" for k, v in rec["sanitizer"].items())
     if rec.get("message") and rec["status"] not in ("passed", "measured"):
@@ -204,7 +222,7 @@ def summary(doc: dict[str, Any]) -> str:
     return f"replay on {run['gpu']} ({run['arch']}), {run['date']}: {parts}"
 
 
-def main_case(case_dir: str, out_json: str, timing: bool) -> int:
-    rec = run_case(Path(case_dir), timing=timing)
+def main_case(case_dir: str, out_json: str, timing: bool, stress: bool = True) -> int:
+    rec = run_case(Path(case_dir), timing=timing, stress=stress)
     Path(out_json).write_text(json.dumps(rec))
     return 0

@@ -31,8 +31,21 @@ PTX_PATTERNS: list[tuple[str, str]] = [
     ("tcgen05.alloc", r"tcgen05\.alloc\."),
     ("tcgen05.commit", r"tcgen05\.commit\."),
 ]
-# PTX that only a Blackwell datacenter GPU (sm_100a) can run.
+# PTX that no Hopper GPU can run: tcgen05 (tensor memory and its MMA) and cta_group::2 need
+# sm_100a; cluster launch control needs sm_100 (only its .multicast::cluster::all form needs
+# sm_100a).
 BLACKWELL_ONLY = re.compile(r"\b(?:tcgen05\.|clusterlaunchcontrol\.)|cta_group::2")
+_FEATURES = (
+    ("tcgen05.", "tcgen05 (sm_100a)"),
+    ("cta_group::2", "cta_group::2 (sm_100a)"),
+    ("clusterlaunchcontrol.", "cluster launch control (sm_100; its multicast form sm_100a)"),
+)
+
+
+def blackwell_only_features(ptx: str) -> list[str]:
+    """The features of `ptx` that keep it off Hopper, described with the arch each needs."""
+    found = {m.group(0) for m in BLACKWELL_ONLY.finditer(ptx)}
+    return [desc for key, desc in _FEATURES if any(f.startswith(key) for f in found)]
 
 
 def count_ptx(ptx: str, patterns: list[tuple[str, str]] = PTX_PATTERNS) -> dict[str, int]:
@@ -40,9 +53,7 @@ def count_ptx(ptx: str, patterns: list[tuple[str, str]] = PTX_PATTERNS) -> dict[
     # Inline assembly arrives as `{ .reg .pred p; setp...; tcgen05.mma...; }` on one line:
     # split statements on ';' and braces so that each instruction is matched on its own.
     stmts = re.split(r"[;{}]", "\n".join(ln.split("//")[0] for ln in ptx.splitlines()))
-    # a statement may follow labels (`LAB_WAIT:` inside an inline-assembly loop): drop them
-    stmts = [re.sub(r"^(?:[$\w]+:\s*)+", "", st.strip()) for st in stmts]
-    body = [st for st in stmts if st and not st.startswith(".")]
+    body = [st.strip() for st in stmts if st.strip() and not st.strip().startswith(".")]
     counts = {}
     for label, rx in patterns:
         pat = re.compile(r"^(?:@!?%\w+\s+)?" + rx)

@@ -217,3 +217,57 @@ def test_a_portable_kernel_also_compiles_for_the_local_gpu(monkeypatch):
     k = gb.build(kernels.vadd, name="vadd")
     assert k.runs_on == ("sm_100a", "sm_90a", "sm_89")
     assert gb.build(kernels.tmem_roundtrip).runs_on == ("sm_100a",)
+
+
+def test_a_hopper_only_kernel_builds_for_sm_90a_and_records_why_not_sm_100a(compiler):
+    k = gb.build(kernels.wgmma_fence, name="wgmma_fence", archs=(gb.HOPPER,))
+    assert k.arch == "sm_90a" and k.runs_on == ("sm_90a",)
+    assert ".target sm_90a" in k.ptx and k.cubin[:4] == b"\x7fELF"
+    why = k.not_built["sm_100a"]
+    assert why.startswith("ptxas: Instruction 'wgmma.fence' not supported on .target 'sm_100a'")
+    assert f"compiled for sm_90a only (sm_100a: not built — {why})" in k.summary()
+    assert k.facts()["not_built"] == {"sm_100a": why} and k.facts()["arch"] == "sm_90a"
+    assert 'data-runs-on="sm_90a"' in k._repr_html_()
+    assert len(k.fingerprint) == 16 and k.registers > 0
+
+
+def test_a_hopper_only_kernel_without_archs_says_how_to_build_it():
+    with pytest.raises(RuntimeError, match=r"(?s)does not build for sm_100a: ptxas: Instruction "
+                       r"'wgmma\.fence'.*archs=\(gb\.HOPPER,\)"):
+        gb.build(kernels.wgmma_fence, name="wgmma_fence")
+
+
+def test_archs_cannot_hide_a_build_that_works():
+    with pytest.raises(ValueError, match="assembles for sm_100a too"):
+        gb.build(kernels.vadd, name="vadd", archs=(gb.HOPPER,))
+    with pytest.raises(ValueError, match="cannot build for sm_90a: it uses tcgen05"):
+        gb.build(kernels.tmem_roundtrip, archs=(gb.BLACKWELL, gb.HOPPER))
+    with pytest.raises(ValueError, match="archs must name"):
+        gb.build(kernels.vadd, archs=("sm_80",))
+    k = gb.build(kernels.vadd, name="vadd", archs=(gb.BLACKWELL,))
+    assert k.runs_on == ("sm_100a",) and k.not_built == {"sm_90a": "not requested (archs=('sm_100a',))"}
+
+
+def test_a_blackwell_only_kernel_says_why_it_has_no_sm_90a_build():
+    k = gb.build(kernels.tmem_roundtrip, name="tmem")
+    assert k.not_built == {"sm_90a": "Blackwell-only PTX: tcgen05 (sm_100a)"}
+    assert "sm_90a: not built — Blackwell-only PTX: tcgen05 (sm_100a)" in repr(k)
+
+
+def test_a_hopper_only_kernel_is_checked_on_an_sm_90a_gpu(monkeypatch):
+    hk = gb.build(kernels.wgmma_fence, name="wgmma_fence", archs=(gb.HOPPER,))
+    FakeGPU(monkeypatch, lambda out: out.copy_(torch.arange(128, dtype=torch.int32)))
+    res = gb.check(hk, [torch.empty(128, dtype=torch.int32)], ref=lambda out: torch.arange(128, dtype=torch.int32))
+    assert res.passed and res.arch == "sm_90a"
+    monkeypatch.setattr(runtime, "local_arch", lambda: "sm_100a")
+    res = gb.check(hk, [torch.empty(128, dtype=torch.int32)], ref=lambda out: torch.arange(128, dtype=torch.int32))
+    assert "compiled for sm_90a — not run: this GPU is sm_100a" in repr(res)
+
+
+def test_first_error_line_of_a_compiler():
+    text = ("k.cu(79): warning #177-D: variable \"tid\" was declared but never referenced\n"
+            "ptxas /tmp/x.ptx, line 30; error   : Instruction 'wgmma.fence' not supported on .target 'sm_100a'\n"
+            "ptxas fatal   : Ptx assembly aborted due to errors\n")
+    assert toolchain.first_error(text) == "ptxas: Instruction 'wgmma.fence' not supported on .target 'sm_100a'"
+    assert toolchain.first_error("k.cu(3): error: identifier \"x\" is undefined") == \
+        "error: identifier \"x\" is undefined"
