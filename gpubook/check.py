@@ -126,16 +126,25 @@ def check(
     rtol: float | None = None,
     atol: float | None = None,
     name: str | None = None,
+    stress: int = 0,
+    expect: str | None = None,
+    expect_output: str | None = None,
 ) -> CheckResult:
     """Compare `kernel(*args)` with `ref(*args)` on the GPU, or report that it could not run.
 
     `args` are CPU tensors in the kernel's parameter order (outputs included: their contents
     are overwritten); `ref` takes the same tensors and returns the expected output(s), one per
     index in `outputs`. Raises CheckError on a mismatch, KernelCallError on a bad call.
+    `stress=N` asks the replay to launch the kernel N times as well. `expect="trap"` marks
+    a deliberately broken kernel that must end in a device trap whose output matches the
+    regex `expect_output`: it never runs in this process (a trap ends the CUDA context), only
+    in a child process of `python -m gpubook replay`, which records it as 'trapped'.
     """
     import torch
 
     name = name or kernel.name
+    if expect not in (None, "trap"):
+        raise ValueError(f"{name}: expect must be None or 'trap', got {expect!r}")
     validate(name, kernel.params, args, device=None)
     outputs = [i % len(args) for i in outputs]
     with torch.no_grad():
@@ -147,9 +156,21 @@ def check(
     tols = [tolerance(kernel.params[i].dtype, rtol, atol) for i in outputs]
     from . import export
 
-    export.record_check(kernel, name, args, expected, outputs, tols)
+    extra: dict[str, Any] = {"stress": stress} if stress else {}
+    if expect is not None:
+        extra.update(expect=expect, expect_output=expect_output)
+    export.record_check(kernel, name, args, expected, outputs, tols, extra)
 
     why = runtime.why_not_here(kernel.runs_on)
+    if expect == "trap":
+        need = " or ".join(kernel.runs_on)
+        where = "" if why is None else f" ({why})"
+        return CheckResult(
+            name, "not run", facts=kernel.summary(),
+            reason=(f"compiled for {need} — not run here{where}: it is expected to trap, so only "
+                    f"`python -m gpubook replay` runs it, in a child process, and requires the trap"
+                    + (f" and a report matching /{expect_output}/" if expect_output else "")),
+        )
     if why is not None:
         need = " or ".join(kernel.runs_on)
         result = CheckResult(

@@ -51,8 +51,12 @@ def _write_common(d: Path, kernel: Any, meta: dict[str, Any]) -> None:
 def record_check(
     kernel: Any, name: str, args: Sequence[Any], expected: Sequence[Any],
     outputs: Sequence[int], tols: Sequence[tuple[float, float]],
+    extra: dict[str, Any] | None = None,
 ) -> Path | None:
-    """When exporting, save a correctness case: modules, inputs, expected outputs, tolerances."""
+    """When exporting, save a correctness case: modules, inputs, expected outputs, tolerances.
+
+    `extra` adds keys to case.json (e.g. `stress`, `expect`, `expect_output`).
+    """
     if export_dir() is None:
         return None
     import torch
@@ -62,7 +66,7 @@ def record_check(
     torch.save({"args": inputs, "expected": [e.contiguous() for e in expected]}, d / "tensors.pt")
     _write_common(d, kernel, {
         "kind": "check", "name": name, "outputs": list(outputs),
-        "tolerances": [list(t) for t in tols],
+        "tolerances": [list(t) for t in tols], **(extra or {}),
     })
     return d
 

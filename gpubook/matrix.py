@@ -34,7 +34,7 @@ def rows_from(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for row in merged.values():
         ran = {a: e for a, e in row["by_arch"].items() if e["status"] != "not runnable"}
-        row["passed_on"] = {a: e["run"] for a, e in ran.items() if e["status"] == "passed"}
+        row["passed_on"] = {a: e["run"] for a, e in ran.items() if e["status"] in ("passed", "trapped")}
         row["failed"] = [e for e in ran.values() if e["status"] in ("failed", "timeout", "error")]
         newest = sorted(ran.values() or row["by_arch"].values(), key=lambda e: e["run"]["date"])
         row["check"] = newest[-1] if newest else None
@@ -47,6 +47,9 @@ def tier(row: dict[str, Any]) -> str:
     if row["failed"]:
         e = row["failed"][0]
         return f"{e['status'].upper()} on {ARCH_NAMES.get(e['run']['arch'], e['run']['arch'])}"
+    if row["check"] and row["check"]["status"] == "trapped":
+        arch = row["check"]["run"]["arch"]
+        return f"trapped as expected on {ARCH_NAMES.get(arch, arch)}"
     if "sm_100a" in row["passed_on"]:
         return "passed on sm_100"
     if "sm_90a" in row["passed_on"]:

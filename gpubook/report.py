@@ -40,6 +40,8 @@ def count_ptx(ptx: str, patterns: list[tuple[str, str]] = PTX_PATTERNS) -> dict[
     # Inline assembly arrives as `{ .reg .pred p; setp...; tcgen05.mma...; }` on one line:
     # split statements on ';' and braces so that each instruction is matched on its own.
     stmts = re.split(r"[;{}]", "\n".join(ln.split("//")[0] for ln in ptx.splitlines()))
+    # A label (`LAB_WAIT:`) may open the statement of the instruction it marks.
+    stmts = [re.sub(r"^(?:\s*[$\w]+:)+", "", st) for st in stmts]
     body = [st.strip() for st in stmts if st.strip() and not st.strip().startswith(".")]
     counts = {}
     for label, rx in patterns:

@@ -7,7 +7,8 @@ A results file `results/<date>-<gpu>.json` holds one run:
  "cases": [{"case": slug, "chapter": str, "name": str, "kind": "check" | "perf",
             "fingerprint": str (hash of the kernel's TIRx script),
             "runs_on": [arch, ...],
-            "status": "passed" | "failed" | "not runnable" | "timeout" | "error" | "measured",
+            "status": "passed" | "failed" | "not runnable" | "timeout" | "error" | "measured"
+                      | "trapped" (a case marked expect="trap" ended in the expected device trap),
             "max_abs_error": float | null, "max_rel_error": float | null,
             "ms": float | null, "bytes": float | null, "flops": float | null,
             "bandwidth": float | null, "flop_rate": float | null, "percent_of_peak": float | null,
