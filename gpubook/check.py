@@ -238,6 +238,8 @@ def check(
     name: str | None = None,
     stress: int = 0,
     variants: int | Callable[[int], Sequence[Any]] = STRESS_VARIANTS,
+    expect: str | None = None,
+    expect_output: str | None = None,
 ) -> CheckResult:
     """Compare `kernel(*args)` with `ref(*args)` on the GPU, or report that it could not run.
 
@@ -248,13 +250,32 @@ def check(
     `stress=N` adds a stress run: N launches cycling through `variants` input variants
     (default 8: every floating-point input shuffled with a new seed; or a callable
     seed -> args), outputs poisoned before each launch and every output compared.
+
+    `expect="trap"` marks a deliberately broken kernel that must end in a device trap whose
+    output matches the regex `expect_output`: it never runs in this process (a trap ends the
+    CUDA context), only in a child process of `python -m gpubook replay`, which records it as
+    'trapped'.
     """
+    if expect not in (None, "trap"):
+        raise ValueError(f"{name or kernel.name}: expect must be None or 'trap', got {expect!r}")
     case = prepare(kernel, args, ref, outputs, rtol, atol, name, stress, variants)
     name, outputs, expected, tols = case.name, case.outputs, case.expected, case.tols
     stress, stress_variants = case.stress, case.variants
-    case.record()
+    if expect == "trap":
+        case.record(expect="trap", expect_message=expect_output)
+    else:
+        case.record()
 
     why = runtime.why_not_here(kernel.runs_on)
+    if expect == "trap":
+        need = " or ".join(kernel.runs_on)
+        where = "" if why is None else f" ({why})"
+        return CheckResult(
+            name, "not run", facts=kernel.summary(),
+            reason=(f"compiled for {need} — not run here{where}: it is expected to trap, so only "
+                    f"`python -m gpubook replay` runs it, in a child process, and requires the trap"
+                    + (f" and a report matching /{expect_output}/" if expect_output else "")),
+        )
     if why is not None:
         need = " or ".join(kernel.runs_on)
         result = CheckResult(

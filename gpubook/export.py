@@ -59,7 +59,8 @@ def record_check(
 
     With `stress`, also the stress run's input variants (args with None for outputs, and
     their expected outputs). `expect="fail"` marks a self-test case that must fail, with
-    `expect_message` in its failure message.
+    `expect_message` in its failure message; `expect="trap"` marks a broken kernel that must
+    end in a device trap whose output matches the regex `expect_message`.
     """
     if export_dir() is None:
         return None
@@ -75,10 +76,10 @@ def record_check(
         "kind": "check", "name": name, "outputs": list(outputs),
         "tolerances": [list(t) for t in tols], "stress": int(stress), "variants": len(variants),
     }
-    if expect not in ("pass", "fail"):
-        raise ValueError(f"expect must be 'pass' or 'fail', not {expect!r}")
-    if expect == "fail":
-        meta.update(expect="fail", expect_message=expect_message)
+    if expect not in ("pass", "fail", "trap"):
+        raise ValueError(f"expect must be 'pass', 'fail' or 'trap', not {expect!r}")
+    if expect in ("fail", "trap"):
+        meta.update(expect=expect, expect_message=expect_message)
     _write_common(d, kernel, meta)
     return d
 

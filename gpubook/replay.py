@@ -119,8 +119,8 @@ def _child(case_dir: Path, out_json: Path, timing: bool, timeout: float,
         return None, str(out)[-4000:], True
     out = proc.stdout + proc.stderr
     rec = json.loads(out_json.read_text()) if out_json.exists() else None
-    if rec is None:
-        return None, out[-4000:], False
+    if rec is None:  # keep the head too: a device printf report comes before the traceback
+        return None, (out if len(out) <= 8000 else out[:4000] + "\n…\n" + out[-4000:]), False
     return rec, out, False
 
 
@@ -176,8 +176,10 @@ def replay(export_dir: Path, results: Path | None, sanitize: bool, timeout: floa
         out_json = work / f"{case_dir.name}.json"
         out_json.unlink(missing_ok=True)
         rec, out, timed_out = _child(case_dir, out_json, True, timeout)
-        if rec is None:
-            meta = load_case(case_dir)
+        meta = load_case(case_dir)
+        if meta.get("expect") == "trap":
+            rec = judge_trap(meta, rec, out, timed_out, timeout)
+        elif rec is None:
             rec = {k: meta.get(k) for k in CASE_KEYS}
             rec.update(status="timeout" if timed_out else "error",
                        message=(f"stopped after {timeout:g} s" if timed_out else out.strip()[-1500:]))
@@ -196,6 +198,36 @@ def replay(export_dir: Path, results: Path | None, sanitize: bool, timeout: floa
         results.write_text(json.dumps(doc, indent=1) + "\n")
     print(summary(doc))
     return exit_code(records)
+
+
+# How a device trap surfaces in the child: the CUDA error the next synchronisation raises.
+TRAP_ERRORS = re.compile(r"unspecified launch failure|illegal instruction|CUDA error|cudaError", re.I)
+
+
+def judge_trap(meta: dict[str, Any], rec: dict[str, Any] | None, out: str, timed_out: bool,
+               timeout: float) -> dict[str, Any]:
+    """The record of a case expected to trap: 'trapped' only if it died of a CUDA error
+    with the expected report in its output; a run that completes, hangs or dies otherwise fails."""
+    if rec is not None and rec.get("status") == "not runnable":
+        return rec
+    res = {k: meta.get(k) for k in CASE_KEYS}
+    res["expect"] = "trap"
+    pattern = meta.get("expect_message")
+    if timed_out:
+        res.update(status="timeout", message=f"expected a trap; still running after {timeout:g} s")
+    elif rec is not None:
+        res.update(status="failed", message=f"expected a trap; the kernel completed ({rec.get('status')})")
+    elif not TRAP_ERRORS.search(out):
+        res.update(status="failed", message="expected a trap; the case failed without a CUDA error:\n"
+                   + out.strip()[-1500:])
+    elif pattern and not re.search(pattern, out):
+        res.update(status="failed", message=f"trapped, but no output matches /{pattern}/:\n"
+                   + out.strip()[-1500:])
+    else:
+        shown = [ln for ln in out.splitlines() if pattern and re.search(pattern, ln)]
+        first_error = next((ln for ln in out.splitlines() if TRAP_ERRORS.search(ln)), "")
+        res.update(status="trapped", message="\n".join(shown[:4] + [first_error.strip()[:300]]))
+    return res
 
 
 def exit_code(records: list[dict[str, Any]]) -> int:

@@ -9,6 +9,7 @@ A results file `results/<date>-<gpu>.json` holds one run:
             "runs_on": [arch, ...],
             "status": "passed" | "failed" | "not runnable" | "timeout" | "error" | "measured"
                       | "failed as expected" | "passed unexpectedly" (the last two: self-tests),
+                      | "trapped" (a case marked expect="trap" ended in the expected device trap),
             "max_abs_error": float | null, "max_rel_error": float | null,
             "stress": {"launches": int, "failures": int, "variants": int,
                        "first_failure": str | null, "out_of_bounds": [str] (only when any)}
