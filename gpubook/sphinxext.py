@@ -218,6 +218,8 @@ def on_build_finished(app: Sphinx, exc: Exception | None) -> None:
 
 def setup(app: Sphinx) -> dict[str, Any]:
     app.add_config_value("gpubook_notebooks", "notebooks", "html")
+    # conf.py sets it to a digest of results/ and gpubook/: a change re-reads (re-executes) every page
+    app.add_config_value("gpubook_inputs_digest", "", "env")
     app.connect("doctree-resolved", on_doctree_resolved)
     app.connect("build-finished", on_build_finished)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
