@@ -27,6 +27,7 @@ from browser_support import (  # noqa: F401 - fixtures are used by name
 )
 
 pytestmark = BROWSER_MARKS
+DEMOS = sorted(p.stem for p in (ROOT / "_static" / "demos").glob("*.html"))
 
 
 # -- link collection (Python side, from the files) ------------------------------------------------
@@ -588,7 +589,6 @@ def test_code_and_demos_are_keyboard_reachable(session: Session, chapters: list[
 
 # -- the demos ------------------------------------------------------------------------------------
 # Each demo has its own test file (tests/test_demo_<name>.py); what every demo must do is here.
-DEMOS = sorted(p.stem for p in (ROOT / "_static" / "demos").glob("*.html"))
 
 
 def test_embedded_demos_follow_the_book_theme(session: Session, chapters: list[str]) -> None:
