@@ -174,14 +174,13 @@ def demo_facts() -> dict[str, Any]:
             "bf16_flops": g.bf16_flops, "fp8_flops": g.fp8_flops, "hbm_bandwidth": g.hbm_bandwidth,
             "ridge_bf16": g.ridge_bf16,
             # FMA = 2 FLOP per result; SFU ops count one per result
-            "fp32_flops": g.sms * hw.FP32_RESULTS_PER_SM_PER_CLK * 2 * clock,
-            "sfu_ops": g.sms * hw.SFU_RESULTS_PER_SM_PER_CLK * clock,
+            "fp32_flops": g.fp32_flops, "sfu_ops": g.sfu_rate,
             "smem_per_sm": g.smem_per_sm, "tmem_per_sm": g.tmem_per_sm,
         }
     return {
         "source": hw.SOURCES, "gpus": gpus,
-        "fp32_per_sm_per_clk": hw.FP32_RESULTS_PER_SM_PER_CLK,
-        "sfu_per_sm_per_clk": hw.SFU_RESULTS_PER_SM_PER_CLK,
+        "fp32_per_sm_per_clk": hw.B200.fp32_lanes_per_sm,
+        "sfu_per_sm_per_clk": hw.B200.sfu_per_sm,
         "warp_size": hw.WARP_SIZE, "smem_banks": hw.SMEM_BANKS, "smem_bank_bytes": hw.SMEM_BANK_BYTES,
     }
 
