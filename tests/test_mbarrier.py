@@ -106,7 +106,7 @@ $L__BB0_2:
 REPORT = ("gpubook: mbarrier wait timed out: barrier 0 at shared 0x400 waiting for phase parity 0; "
           "block (0,0,0) thread (0,0,0), 32 waiting lanes, 812 polls in 2000001024 ns")
 META = {"case": "c", "chapter": "05", "name": "k", "kind": "check", "runs_on": ["sm_90a"],
-        "fingerprint": "f", "expect": "trap", "expect_output": mbarrier.REPORT_PATTERN}
+        "fingerprint": "f", "expect": "trap", "expect_message": mbarrier.REPORT_PATTERN}
 
 
 @pytest.mark.parametrize("rec, out, timed_out, status", [
@@ -140,7 +140,7 @@ def test_check_never_runs_a_kernel_expected_to_trap_and_exports_the_expectation(
                    expect="trap", expect_output=mbarrier.REPORT_PATTERN, stress=10)
     assert not res.passed and "expected to trap" in res.reason
     case = json.loads(next(tmp_path.glob("cases/*/case.json")).read_text())
-    assert case["expect"] == "trap" and case["expect_output"] == mbarrier.REPORT_PATTERN
+    assert case["expect"] == "trap" and case["expect_message"] == mbarrier.REPORT_PATTERN
     assert case["stress"] == 10
     with pytest.raises(ValueError):
         gb.check(k, [torch.empty(32, dtype=torch.int32)], ref=lambda out: out, expect="hang")
