@@ -1,6 +1,6 @@
 """The helper package of the book: compile, report, check and time TIRx kernels."""
 
-from . import layouts, plots, results, roofline
+from . import layouts, plots, results, roofline, tmem
 from .bench import Timing, bench
 from .build import BLACKWELL, HOPPER, Kernel, build, lower, target
 from .check import CheckError, CheckResult, NotRunError, check, compare, seeded, tolerance
@@ -12,5 +12,5 @@ __all__ = [
     "B200", "BLACKWELL", "CheckError", "CheckResult", "GPUS", "H100", "H200", "HOPPER", "Kernel",
     "KernelCallError", "NotRunError", "Param", "Timing", "bench", "build", "check", "compare",
     "gpu_for", "layouts", "lower", "plots", "results", "roofline", "seeded", "set_chapter",
-    "target", "tolerance",
+    "target", "tmem", "tolerance",
 ]
