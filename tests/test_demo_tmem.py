@@ -1,32 +1,27 @@
-"""The tensor-memory demo in a real browser: its rules match gpubook.tmem, and interacting changes it.
+"""The tensor-memory demo (chapter 6) in a real browser: its rules match gpubook.tmem, and
+interacting changes what it shows.
 
-The demo is self-contained, so these tests serve the repository's `_static/` folder directly
-(no book build needed) and fail on any request that leaves 127.0.0.1.
+The demo is self-contained, so these tests need no book build: they serve a copy of
+`_static/demos/` with the `book-data.js` that the build writes from gpubook.hardware, and
+fail on any request that leaves 127.0.0.1 and on any JavaScript error.
 """
 
 from __future__ import annotations
 
 import functools
 import http.server
+import shutil
 import threading
 from collections.abc import Iterator
-from pathlib import Path
-from urllib.parse import urlparse
 
 import pytest
 
-from gpubook import tmem
+from demo_server import CHROMIUM, CHROMIUM_ARGS, DEMOS, DemoPage, serious_axe_violations
+from gpubook import hardware, sphinxext, tmem
 
-ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-DEMO = "demos/tmem.html"
-
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium"),
-]
+pytestmark = [pytest.mark.browser,
+              pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium")]
+DEMO = "tmem.html"
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):
@@ -37,8 +32,11 @@ class _Quiet(http.server.SimpleHTTPRequestHandler):
 
 
 @pytest.fixture(scope="module")
-def static_url() -> Iterator[str]:
-    handler = functools.partial(_Quiet, directory=str(ROOT / "_static"))
+def base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    static = tmp_path_factory.mktemp("static")
+    shutil.copytree(DEMOS, static / "demos")
+    sphinxext.write_demo_facts(static)
+    handler = functools.partial(_Quiet, directory=str(static / "demos"))
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     try:
@@ -48,33 +46,28 @@ def static_url() -> Iterator[str]:
         server.server_close()
 
 
-@pytest.fixture()
-def page(static_url: str) -> Iterator[object]:
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
     from playwright.sync_api import sync_playwright
 
-    errors: list[str] = []
-    external: list[str] = []
     with sync_playwright() as pw:
-        browser = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
-        context = browser.new_context(viewport={"width": 1100, "height": 900})
+        b = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        yield b
+        b.close()
 
-        def route(r: object) -> None:
-            host = urlparse(r.request.url).hostname
-            if host not in ("127.0.0.1", "localhost"):
-                external.append(r.request.url)
-                r.abort()
-            else:
-                r.continue_()
 
-        context.route("**/*", route)
-        p = context.new_page()
-        p.on("pageerror", lambda e: errors.append(str(e)))
-        p.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        assert p.goto(static_url + DEMO).status == 200
-        yield p
-        browser.close()
-    assert not errors, f"JavaScript errors: {errors}"
-    assert not external, f"requests left localhost: {external}"
+@pytest.fixture()
+def page(browser: object, base: str) -> Iterator[object]:
+    d = DemoPage(browser, base + DEMO, width=1100)
+    yield d.page
+    d.close()
+
+
+def test_geometry_comes_from_the_hardware_table(page: object) -> None:
+    lanes, columns = page.evaluate("() => [LANES, COLUMNS]")
+    assert (lanes, columns) == (tmem.LANES, tmem.COLUMNS)
+    assert lanes * columns * 4 == hardware.B200.tmem_per_sm
+    assert f"{tmem.LANES} lanes × {tmem.COLUMNS} columns" in page.inner_text("h2")
 
 
 def test_rules_match_the_python_model(page: object) -> None:
@@ -148,16 +141,25 @@ def test_load_shape_changes_the_footprint(page: object) -> None:
     assert page.locator("#ld-rect").count() == 0
 
 
-def test_follows_the_theme_and_fits_a_phone(page: object, static_url: str) -> None:
-    page.goto(static_url + DEMO + "?theme=dark")
-    assert page.evaluate("() => document.documentElement.dataset.theme") == "dark"
-    bg = page.evaluate("() => getComputedStyle(document.body).backgroundColor")
-    page.goto(static_url + DEMO + "?theme=light")
-    assert page.evaluate("() => getComputedStyle(document.body).backgroundColor") != bg
-    page.set_viewport_size({"width": 360, "height": 740})
-    page.wait_for_timeout(100)
-    over = page.evaluate("() => document.documentElement.scrollWidth - document.documentElement.clientWidth")
+def test_follows_the_theme_and_fits_a_phone(browser: object, base: str) -> None:
+    colours = {}
+    for theme in ("dark", "light"):
+        d = DemoPage(browser, f"{base}{DEMO}?theme={theme}", width=1100)
+        assert d.page.evaluate("() => document.documentElement.dataset.theme") == theme
+        colours[theme] = d.page.evaluate("() => getComputedStyle(document.body).backgroundColor")
+        d.close()
+    assert colours["dark"] != colours["light"]
+    d = DemoPage(browser, base + DEMO, width=360, touch=True)
+    over = d.page.evaluate("() => document.documentElement.scrollWidth - document.documentElement.clientWidth")
     assert over <= 0, f"the demo scrolls sideways by {over}px on a 360px screen"
-    # touch: a tap on a select still changes what the demo shows
-    page.select_option("#warp", "9")
-    assert int(page.get_attribute("#quarter", "data-first")) == 32
+    d.page.locator("#warp").tap()
+    d.page.select_option("#warp", "9")
+    assert int(d.page.get_attribute("#quarter", "data-first")) == tmem.lane_quarter(9)[0]
+    d.close()
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_no_serious_accessibility_violations(browser: object, base: str, theme: str) -> None:
+    d = DemoPage(browser, f"{base}{DEMO}?theme={theme}", width=1100)
+    assert serious_axe_violations(d.page) == []
+    d.close()
