@@ -1,6 +1,6 @@
 """The helper package of the book: compile, report, check and time TIRx kernels."""
 
-from . import guard, layouts, lessons, mbarrier, plots, results, roofline
+from . import guard, layouts, lessons, mbarrier, plots, results, roofline, tmem
 from .bench import Timing, bench
 from .build import BLACKWELL, HOPPER, Kernel, build, lower, target
 from .check import CheckError, CheckResult, NotRunError, check, compare, seeded, tolerance
@@ -41,5 +41,6 @@ __all__ = [
     "seeded",
     "set_chapter",
     "target",
+    "tmem",
     "tolerance",
 ]
