@@ -62,6 +62,7 @@ class Kernel:
     sass_counts: dict[str, int]
     compile_seconds: float
     highlight: tuple[str, ...] = ()
+    not_built: dict[str, str] = field(default_factory=dict)  # arch -> why it has no build
     _executables: dict[str, Any] = field(default_factory=dict, repr=False)
     _exported: dict[str, str] = field(default_factory=dict, repr=False)
 
@@ -115,12 +116,15 @@ class Kernel:
             "launch": [la.describe() for la in self.launches],
             "ptx_counts": {k: v for k, v in self.ptx_counts.items() if v},
             "compile_seconds": round(self.compile_seconds, 3),
+            "not_built": dict(self.not_built),
         }
 
     def summary(self) -> str:
         """One line: arch, registers, shared memory, spills."""
         also = [a for a in self.runs_on if a != self.arch]
         extra = f" (+{', '.join(also)})" if also else " only"
+        for arch, why in self.not_built.items():
+            extra += f"; no {arch} build: {why}"
         spill = "no spills" if self.spill_instructions == 0 else f"{self.spill_instructions} local ld/st"
         reserve = f" (+{self.reserved_smem} B system)" if self.reserved_smem else ""
         return (
@@ -167,15 +171,21 @@ class Kernel:
         return path
 
 
-def build(func: Any, name: str | None = None, highlight: tuple[str, ...] = ()) -> Kernel:
+def build(func: Any, name: str | None = None, highlight: tuple[str, ...] = (),
+          archs: tuple[str, ...] | None = None) -> Kernel:
     """Lower and compile a TIRx PrimFunc for sm_100a (and sm_90a when portable); no GPU needed.
 
     `highlight` names PTX counts the report shows even when zero (e.g. ("tcgen05.mma",)).
+    `archs=(HOPPER,)` builds for sm_90a only (wgmma kernels, which sm_100a does not have).
     """
     t0 = time.perf_counter()
     if name is None:
         attrs = func.attrs
         name = str(attrs["global_symbol"]) if attrs is not None and "global_symbol" in attrs else "kernel"
+    if archs is not None and tuple(archs) != (BLACKWELL,):
+        if tuple(archs) != (HOPPER,):
+            raise ValueError(f"archs must be (BLACKWELL,) or (HOPPER,), not {archs!r}")
+        return _build_hopper_only(func, name, highlight, t0)
     host, _ = lower(func, BLACKWELL)
     executables = {BLACKWELL: _compile(func, BLACKWELL), HOPPER: _compile(func, HOPPER)}
     src = executables[BLACKWELL].mod.imports[0].inspect_source()
@@ -219,6 +229,41 @@ def build(func: Any, name: str | None = None, highlight: tuple[str, ...] = ()) -
         launches=report.parse_launches(host.script()), ptx_counts=report.count_ptx(ptx),
         sass_counts=report.count_sass(sass), compile_seconds=time.perf_counter() - t0,
         highlight=tuple(highlight), _executables=executables,
+    )
+
+
+def _build_hopper_only(func: Any, name: str, highlight: tuple[str, ...], t0: float) -> Kernel:
+    """A kernel for sm_90a alone; records why sm_100a has no build (ptxas's refusal)."""
+    host, _ = lower(func, HOPPER)
+    executables = {HOPPER: _compile(func, HOPPER)}
+    src = executables[HOPPER].mod.imports[0].inspect_source()
+    using = toolchain.compiler()
+    with ThreadPoolExecutor(max_workers=3) as pool:
+        ptx_job = pool.submit(toolchain.compile_source, src, HOPPER, "ptx", using)
+        cubin_job = pool.submit(toolchain.compile_source, src, HOPPER, "cubin", using)
+        bw_src = _compile(func, BLACKWELL).mod.imports[0].inspect_source()
+        bw_job = pool.submit(toolchain.compile_source, bw_src, BLACKWELL, "cubin", using)
+        ptx = ptx_job.result().decode(errors="replace").rstrip("\x00")
+        cubin = cubin_job.result()
+        bw_error = bw_job.exception()
+    if bw_error is None:
+        raise ValueError(f"{name} also compiles for {BLACKWELL}: build it for both archs")
+    refusal = next((ln.strip() for ln in str(bw_error).splitlines() if "not supported on .target" in ln),
+                   str(bw_error).strip().splitlines()[-1])
+    refusal = refusal.split("error   : ")[-1]
+    sass = toolchain.cuobjdump(cubin, "-sass")
+    usage = report.parse_resource_usage(toolchain.cuobjdump(cubin, "--dump-resource-usage"))
+    resources: dict[str, int] = {}
+    for per_kernel in usage.values():
+        for k, v in per_kernel.items():
+            resources[k] = max(resources.get(k, 0), v)
+    return Kernel(
+        name=name, func=func, params=params_of(func), arch=HOPPER, runs_on=(HOPPER,),
+        compiler=using, source=src, ptx=ptx, cubin=cubin, sass=sass, resources=resources,
+        launches=report.parse_launches(host.script()), ptx_counts=report.count_ptx(ptx),
+        sass_counts=report.count_sass(sass), compile_seconds=time.perf_counter() - t0,
+        highlight=tuple(highlight), not_built={BLACKWELL: f"ptxas: {refusal}"},
+        _executables=executables,
     )
 
 

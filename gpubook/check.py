@@ -126,6 +126,7 @@ def check(
     rtol: float | None = None,
     atol: float | None = None,
     name: str | None = None,
+    stress: int = 0,
 ) -> CheckResult:
     """Compare `kernel(*args)` with `ref(*args)` on the GPU, or report that it could not run.
 
@@ -147,7 +148,7 @@ def check(
     tols = [tolerance(kernel.params[i].dtype, rtol, atol) for i in outputs]
     from . import export
 
-    export.record_check(kernel, name, args, expected, outputs, tols)
+    export.record_check(kernel, name, args, expected, outputs, tols, stress=stress)
 
     why = runtime.why_not_here(kernel.runs_on)
     if why is not None:

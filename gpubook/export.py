@@ -50,7 +50,7 @@ def _write_common(d: Path, kernel: Any, meta: dict[str, Any]) -> None:
 
 def record_check(
     kernel: Any, name: str, args: Sequence[Any], expected: Sequence[Any],
-    outputs: Sequence[int], tols: Sequence[tuple[float, float]],
+    outputs: Sequence[int], tols: Sequence[tuple[float, float]], stress: int = 0,
 ) -> Path | None:
     """When exporting, save a correctness case: modules, inputs, expected outputs, tolerances."""
     if export_dir() is None:
@@ -62,7 +62,7 @@ def record_check(
     torch.save({"args": inputs, "expected": [e.contiguous() for e in expected]}, d / "tensors.pt")
     _write_common(d, kernel, {
         "kind": "check", "name": name, "outputs": list(outputs),
-        "tolerances": [list(t) for t in tols],
+        "tolerances": [list(t) for t in tols], "stress": stress,
     })
     return d
 
