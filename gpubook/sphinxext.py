@@ -73,6 +73,10 @@ class PageTiers:
         if not self.checked:
             return ("compile", "compile-only",
                     f"{count} {is_} compiled for sm_100a and inspected; none is launched on this page.")
+        hopper_only = [k for k, r in self.kernels.items() if not any(a.startswith("sm_100") for a in r)]
+        if len(hopper_only) == n:
+            return ("sm90", "sm_90a only",
+                    f"{count} {compiles} for and {runs} on Hopper (sm_90a) only: wgmma has no sm_100a form.")
         if not blackwell_only:
             return ("sm90", "sm_90+",
                     f"{count} {compiles} anywhere and {runs} on Hopper (sm_90a) and Blackwell (sm_100a).")
