@@ -57,6 +57,9 @@ html_theme = "pydata_sphinx_theme"
 html_title = "Taming Blackwell"
 html_static_path = ["_static"]
 html_css_files = ["book.css", "print.css"]
+# Figures open at full size on a click (a link to the image itself without the script).
+html_js_files = [("lightbox.js", {"defer": "defer"})]
+html_favicon = "_static/favicon.svg"
 # Everything a page needs is served from the build itself: the book reads offline.
 mathjax_path = "vendor/mathjax/tex-chtml-full.js"  # MathJax 3.2.2, see _static/vendor/mathjax
 # Chapters listed in the left sidebar, from the root, instead of across the header.

@@ -1,4 +1,4 @@
-"""Command line: `python -m gpubook export OUT`, `replay OUT`, `matrix`."""
+"""Command line: `python -m gpubook export OUT`, `export-selftest OUT`, `replay OUT`."""
 
 from __future__ import annotations
 
@@ -13,6 +13,9 @@ def main(argv: list[str] | None = None) -> int:
     e = sub.add_parser("export", help="execute the chapters and write every kernel case to OUT")
     e.add_argument("out", type=Path)
     e.add_argument("chapters", nargs="*", type=Path, help="chapter files (default: all)")
+    st = sub.add_parser("export-selftest",
+                        help="write the harness's self-test cases (one must fail) to OUT")
+    st.add_argument("out", type=Path)
     r = sub.add_parser("replay", help="run exported cases on this GPU and write a results file")
     r.add_argument("out", type=Path)
     r.add_argument("--results", type=Path, default=None, help="results JSON to write")
@@ -29,6 +32,10 @@ def main(argv: list[str] | None = None) -> int:
         from .export import export_chapters
 
         return export_chapters(args.out, args.chapters)
+    if args.cmd == "export-selftest":
+        from .export import export_selftest
+
+        return export_selftest(args.out)
     if args.cmd == "replay":
         from .replay import replay
 

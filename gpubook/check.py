@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from . import runtime
+from . import guard, runtime
 from .signature import validate
 
 STRICT_ENV = "GPUBOOK_STRICT"
@@ -76,6 +76,8 @@ def describe_stress(rec: dict[str, Any]) -> str:
          f"{rec['failures']} failed")
     if rec.get("first_failure"):
         s += f"; first: {rec['first_failure']}"
+    if rec.get("out_of_bounds"):
+        s += "; out-of-bounds write: " + "; ".join(rec["out_of_bounds"])
     return s
 
 
@@ -189,6 +191,43 @@ def _expected(name: str, ref: Callable[..., Any], args: Sequence[Any], outputs: 
     return [e.detach().to("cpu").contiguous() for e in expected]
 
 
+@dataclass
+class Case:
+    """A check made ready to run anywhere: inputs, expected outputs, tolerances, stress variants."""
+
+    kernel: Any
+    name: str
+    args: list[Any]
+    outputs: list[int]
+    expected: list[Any]
+    tols: list[tuple[float, float]]
+    stress: int = 0
+    variants: list[tuple[list[Any], list[Any]]] = field(default_factory=list)
+
+    def record(self, **extra: Any) -> Any:
+        """Export the case when exporting (see gpubook.export.record_check); else do nothing."""
+        from . import export
+
+        return export.record_check(self.kernel, self.name, self.args, self.expected, self.outputs,
+                                   self.tols, stress=self.stress, variants=self.variants, **extra)
+
+
+def prepare(kernel: Any, args: Sequence[Any], ref: Callable[..., Any], outputs: Sequence[int] = (-1,),
+            rtol: float | None = None, atol: float | None = None, name: str | None = None,
+            stress: int = 0, variants: int | Callable[[int], Sequence[Any]] = STRESS_VARIANTS) -> Case:
+    """Validate a check's call and compute, on the CPU, everything a GPU run of it needs."""
+    name = name or kernel.name
+    validate(name, kernel.params, args, device=None)
+    outputs = [i % len(args) for i in outputs]
+    expected = _expected(name, ref, args, outputs)
+    tols = [tolerance(kernel.params[i].dtype, rtol, atol) for i in outputs]
+    stress = int(stress)
+    if stress < 0:
+        raise ValueError(f"{name}: stress must be a number of launches, got {stress}")
+    stress_variants = make_variants(name, kernel.params, args, outputs, ref, variants) if stress else []
+    return Case(kernel, name, list(args), outputs, expected, tols, stress, stress_variants)
+
+
 def check(
     kernel: Any,
     args: Sequence[Any],
@@ -199,6 +238,8 @@ def check(
     name: str | None = None,
     stress: int = 0,
     variants: int | Callable[[int], Sequence[Any]] = STRESS_VARIANTS,
+    expect: str | None = None,
+    expect_output: str | None = None,
 ) -> CheckResult:
     """Compare `kernel(*args)` with `ref(*args)` on the GPU, or report that it could not run.
 
@@ -209,22 +250,32 @@ def check(
     `stress=N` adds a stress run: N launches cycling through `variants` input variants
     (default 8: every floating-point input shuffled with a new seed; or a callable
     seed -> args), outputs poisoned before each launch and every output compared.
-    """
-    name = name or kernel.name
-    validate(name, kernel.params, args, device=None)
-    outputs = [i % len(args) for i in outputs]
-    expected = _expected(name, ref, args, outputs)
-    tols = [tolerance(kernel.params[i].dtype, rtol, atol) for i in outputs]
-    stress = int(stress)
-    if stress < 0:
-        raise ValueError(f"{name}: stress must be a number of launches, got {stress}")
-    stress_variants = make_variants(name, kernel.params, args, outputs, ref, variants) if stress else []
-    from . import export
 
-    export.record_check(kernel, name, args, expected, outputs, tols, stress=stress,
-                        variants=stress_variants)
+    `expect="trap"` marks a deliberately broken kernel that must end in a device trap whose
+    output matches the regex `expect_output`: it never runs in this process (a trap ends the
+    CUDA context), only in a child process of `python -m gpubook replay`, which records it as
+    'trapped'.
+    """
+    if expect not in (None, "trap"):
+        raise ValueError(f"{name or kernel.name}: expect must be None or 'trap', got {expect!r}")
+    case = prepare(kernel, args, ref, outputs, rtol, atol, name, stress, variants)
+    name, outputs, expected, tols = case.name, case.outputs, case.expected, case.tols
+    stress, stress_variants = case.stress, case.variants
+    if expect == "trap":
+        case.record(expect="trap", expect_message=expect_output)
+    else:
+        case.record()
 
     why = runtime.why_not_here(kernel.runs_on)
+    if expect == "trap":
+        need = " or ".join(kernel.runs_on)
+        where = "" if why is None else f" ({why})"
+        return CheckResult(
+            name, "not run", facts=kernel.summary(),
+            reason=(f"compiled for {need} — not run here{where}: it is expected to trap, so only "
+                    f"`python -m gpubook replay` runs it, in a child process, and requires the trap"
+                    + (f" and a report matching /{expect_output}/" if expect_output else "")),
+        )
     if why is not None:
         need = " or ".join(kernel.runs_on)
         result = CheckResult(
@@ -252,12 +303,16 @@ class Outcome:
     stress: dict[str, Any] | None = None
 
 
-def _on_device(launcher: Any, args: Sequence[Any]) -> list[Any]:
-    """The arguments on the launch device; None (an output not shipped) becomes an empty tensor."""
-    import torch
-
-    return [torch.empty(p.shape, dtype=getattr(torch, p.dtype), device=runtime.DEVICE) if a is None
-            else a.to(runtime.DEVICE) for p, a in zip(launcher.params, args)]
+def _guarded(launcher: Any, args: Sequence[Any]) -> list[Any]:
+    """The arguments on the launch device, each inside sentinel margins (gpubook.guard); None
+    (an output that was not shipped) becomes an uninitialised guarded tensor."""
+    out = []
+    for p, a in zip(launcher.params, args):
+        if a is None:
+            out.append(guard.allocate(p.name, p.shape, p.dtype, runtime.DEVICE))
+        else:
+            out.append(guard.guarded_copy(p.name, a, runtime.DEVICE))
+    return out
 
 
 def run_and_compare(launcher: Any, args: Sequence[Any], outputs: Sequence[int],
@@ -265,21 +320,30 @@ def run_and_compare(launcher: Any, args: Sequence[Any], outputs: Sequence[int],
                     variants: Sequence[tuple[Sequence[Any], Sequence[Any]]] = ()) -> Outcome:
     """The one run path of checks, in a notebook and in a replay.
 
-    Moves `args` (any device; None for an output that was not shipped) to the launch device,
-    poisons the outputs, launches, waits and compares each output. Then, with `stress`, runs
-    the stress launches over `variants`. Raises CheckError on any failure.
+    Copies `args` (any device; None for an output that was not shipped) to the launch device,
+    each inside guard zones, poisons the outputs, launches, waits, checks every guard zone and
+    compares each output. Then, with `stress`, runs the stress launches over `variants`.
+    Raises CheckError on any failure: out-of-bounds writes first, then mismatches.
     """
-    dev_args = _on_device(launcher, args)
+    guards = _guarded(launcher, args)
+    dev_args = [g.view for g in guards]
     for i in outputs:
         _poison(dev_args[i])
     launcher(*dev_args)
     runtime.synchronize()
-    errs = [compare(launcher.name, dev_args[i], e, t[0], t[1])
-            for i, e, t in zip(outputs, expected, tols)]
+    problems = [f"{launcher.name}: out-of-bounds write: {v}" for v in guard.check_all(guards)]
+    errs = []
+    for i, e, t in zip(outputs, expected, tols):
+        try:
+            errs.append(compare(launcher.name, dev_args[i], e, t[0], t[1]))
+        except CheckError as err:
+            problems.append(str(err))
+    if problems:
+        raise CheckError("\n".join(problems))
     outcome = Outcome(max(e[0] for e in errs), max(e[1] for e in errs))
     if stress:
         outcome.stress = stress_run(launcher, variants, outputs, tols, stress)
-        if outcome.stress["failures"]:
+        if outcome.stress["failures"] or outcome.stress.get("out_of_bounds"):
             err = CheckError(f"{launcher.name}: {describe_stress(outcome.stress)}")
             err.stress = outcome.stress
             raise err
@@ -290,7 +354,10 @@ def stress_run(launcher: Any, variants: Sequence[tuple[Sequence[Any], Sequence[A
                outputs: Sequence[int], tols: Sequence[Sequence[float]], launches: int) -> dict[str, Any]:
     """Launch `launches` times cycling through `variants` ((args, expected) pairs), poisoning
     the outputs before each launch and comparing every output on the device; the host waits
-    once, at the end. Returns {"launches", "failures", "variants", "first_failure"}.
+    once, at the end, and then checks every guard zone.
+
+    Returns {"launches", "failures", "variants", "first_failure"}, plus "out_of_bounds" (a
+    list of guard-zone violations) when a launch wrote outside its tensors.
     """
     import torch
 
@@ -298,13 +365,15 @@ def stress_run(launcher: Any, variants: Sequence[tuple[Sequence[Any], Sequence[A
         raise ValueError(f"{launcher.name}: a stress run needs input variants")
     dev = runtime.DEVICE
     sets = []
+    all_guards = []
     for args, expected in variants:
-        dev_args = _on_device(launcher, args)
+        guards = _guarded(launcher, args)
+        all_guards += guards
         limits = []
         for i, e, (rtol, atol) in zip(outputs, expected, tols):
             e64 = e.to(dev, torch.float64)
             limits.append((i, e64, atol + rtol * e64.abs()))
-        sets.append((dev_args, limits))
+        sets.append(([g.view for g in guards], limits))
     bad = torch.zeros(launches, dtype=torch.int64, device=dev)
     worst = torch.zeros(launches, dtype=torch.float64, device=dev)
     inf = float("inf")
@@ -325,5 +394,9 @@ def stress_run(launcher: Any, variants: Sequence[tuple[Sequence[Any], Sequence[A
         total = sum(e.numel() for _, e, _ in sets[n % len(sets)][1])
         first = (f"launch {n + 1} (variant {n % len(sets)}): {int(bad[n])} of {total} output "
                  f"elements differ, max abs error {float(worst[n]):.3g}")
-    return {"launches": launches, "failures": len(failed), "variants": len(sets),
-            "first_failure": first}
+    rec: dict[str, Any] = {"launches": launches, "failures": len(failed), "variants": len(sets),
+                           "first_failure": first}
+    oob = guard.check_all(all_guards)
+    if oob:
+        rec["out_of_bounds"] = sorted(set(oob))
+    return rec

@@ -18,7 +18,11 @@ from typing import Any
 from .signature import Param
 
 SANITIZER_TOOLS = ("memcheck", "racecheck")
+# 2: stress records, per-repeat samples, flush and dtype of perf cases, self-test statuses.
+RESULTS_FORMAT = 2
 CASE_KEYS = ("case", "chapter", "name", "kind", "runs_on", "fingerprint")
+# Statuses that make a replay fail; "failed as expected" is a self-test doing its job.
+BAD_STATUSES = ("failed", "timeout", "error", "passed unexpectedly")
 
 
 def load_case(case_dir: Path) -> dict[str, Any]:
@@ -43,7 +47,7 @@ def run_case(case_dir: Path, timing: bool = True, stress: bool = True) -> dict[s
     import torch
 
     from . import runtime
-    from .bench import BASELINES, Timing, random_args, time_fn
+    from .bench import measure
     from .check import CheckError, run_and_compare
     from .hardware import gpu_for
 
@@ -51,6 +55,10 @@ def run_case(case_dir: Path, timing: bool = True, stress: bool = True) -> dict[s
     arch = runtime.local_arch()
     rec: dict[str, Any] = {k: meta.get(k) for k in CASE_KEYS}
     rec.update(bytes=meta.get("bytes"), flops=meta.get("flops"), baseline=meta.get("baseline"))
+    if meta["kind"] == "perf":
+        rec.update(dtype=meta.get("dtype"), flush=meta.get("flush", "read"))
+    if meta.get("expect") == "fail":
+        rec["expect"] = "fail"
     if arch not in meta["runs_on"]:
         rec.update(status="not runnable", message=f"not runnable on {arch}")
         return rec
@@ -67,24 +75,29 @@ def run_case(case_dir: Path, timing: bool = True, stress: bool = True) -> dict[s
             rec.update(status="failed", message=str(err))
             if err.stress is not None:
                 rec["stress"] = err.stress
+            if meta.get("expect") == "fail" and (meta.get("expect_message") or "") in str(err):
+                rec["status"] = "failed as expected"
             return rec
         rec.update(status="passed", max_abs_error=outcome.max_abs_error,
                    max_rel_error=outcome.max_rel_error)
         if outcome.stress is not None:
             rec["stress"] = outcome.stress
+        if meta.get("expect") == "fail":
+            rec.update(status="passed unexpectedly",
+                       message=f"a self-test that must fail ({meta.get('expect_message')}) passed")
         return rec
     if not timing:
         rec.update(status="skipped", message="timing disabled")
         return rec
-    args = random_args(meta["param_objs"])
-    ms = time_fn(lambda: launcher(*args))
-    base = meta.get("baseline")
-    base_ms = time_fn(lambda: BASELINES[base](*args)) if base else None
-    t = Timing(meta["name"], "measured", gpu=runtime.local_gpu_name(), ms=ms,
-                     bytes=meta.get("bytes"), flops=meta.get("flops"), baseline_ms=base_ms)
+    t = measure(launcher, meta["name"], bytes=meta.get("bytes"), flops=meta.get("flops"),
+                baseline=meta.get("baseline"), dtype=meta.get("dtype"),
+                flush=meta.get("flush", "read"), warmup=meta.get("warmup", 10),
+                repeat=meta.get("repeat", 50))
     gpu_for(t.gpu)  # fails loudly for a GPU the hardware table does not know
-    rec.update(status="measured", ms=ms, baseline_ms=base_ms, bandwidth=t.bandwidth,
-               flop_rate=t.flop_rate, percent_of_peak=t.percent_of_peak())
+    rec.update(status="measured", ms=t.ms, baseline_ms=t.baseline_ms, bandwidth=t.bandwidth,
+               flop_rate=t.flop_rate, percent_of_peak=t.percent_of_peak(),
+               percent_of_bandwidth=t.percent_of_bandwidth(), percent_of_flops=t.percent_of_flops(),
+               samples=t.samples, baseline_samples=t.baseline_samples)
     return rec
 
 
@@ -106,8 +119,8 @@ def _child(case_dir: Path, out_json: Path, timing: bool, timeout: float,
         return None, str(out)[-4000:], True
     out = proc.stdout + proc.stderr
     rec = json.loads(out_json.read_text()) if out_json.exists() else None
-    if rec is None:
-        return None, out[-4000:], False
+    if rec is None:  # keep the head too: a device printf report comes before the traceback
+        return None, (out if len(out) <= 8000 else out[:4000] + "\n…\n" + out[-4000:]), False
     return rec, out, False
 
 
@@ -163,12 +176,14 @@ def replay(export_dir: Path, results: Path | None, sanitize: bool, timeout: floa
         out_json = work / f"{case_dir.name}.json"
         out_json.unlink(missing_ok=True)
         rec, out, timed_out = _child(case_dir, out_json, True, timeout)
-        if rec is None:
-            meta = load_case(case_dir)
+        meta = load_case(case_dir)
+        if meta.get("expect") == "trap":
+            rec = judge_trap(meta, rec, out, timed_out, timeout)
+        elif rec is None:
             rec = {k: meta.get(k) for k in CASE_KEYS}
             rec.update(status="timeout" if timed_out else "error",
                        message=(f"stopped after {timeout:g} s" if timed_out else out.strip()[-1500:]))
-        if sanitize and rec["status"] == "passed":
+        if sanitize and rec["status"] in ("passed", "failed as expected"):
             rec["sanitizer"] = _sanitize(case_dir, work, timeout)
         records.append(rec)
         print(_line(rec), flush=True)
@@ -177,7 +192,7 @@ def replay(export_dir: Path, results: Path | None, sanitize: bool, timeout: floa
         "date": _dt.date.today().isoformat(), "torch": torch.__version__,
         "sanitizer": list(SANITIZER_TOOLS) if sanitize else [],
     }
-    doc = {"format": 1, "run": run, "cases": records}
+    doc = {"format": RESULTS_FORMAT, "run": run, "cases": records}
     if results is not None:
         results.parent.mkdir(parents=True, exist_ok=True)
         results.write_text(json.dumps(doc, indent=1) + "\n")
@@ -185,11 +200,41 @@ def replay(export_dir: Path, results: Path | None, sanitize: bool, timeout: floa
     return exit_code(records)
 
 
+# How a device trap surfaces in the child: the CUDA error the next synchronisation raises.
+TRAP_ERRORS = re.compile(r"unspecified launch failure|illegal instruction|CUDA error|cudaError", re.I)
+
+
+def judge_trap(meta: dict[str, Any], rec: dict[str, Any] | None, out: str, timed_out: bool,
+               timeout: float) -> dict[str, Any]:
+    """The record of a case expected to trap: 'trapped' only if it died of a CUDA error
+    with the expected report in its output; a run that completes, hangs or dies otherwise fails."""
+    if rec is not None and rec.get("status") == "not runnable":
+        return rec
+    res = {k: meta.get(k) for k in CASE_KEYS}
+    res["expect"] = "trap"
+    pattern = meta.get("expect_message")
+    if timed_out:
+        res.update(status="timeout", message=f"expected a trap; still running after {timeout:g} s")
+    elif rec is not None:
+        res.update(status="failed", message=f"expected a trap; the kernel completed ({rec.get('status')})")
+    elif not TRAP_ERRORS.search(out):
+        res.update(status="failed", message="expected a trap; the case failed without a CUDA error:\n"
+                   + out.strip()[-1500:])
+    elif pattern and not re.search(pattern, out):
+        res.update(status="failed", message=f"trapped, but no output matches /{pattern}/:\n"
+                   + out.strip()[-1500:])
+    else:
+        shown = [ln for ln in out.splitlines() if pattern and re.search(pattern, ln)]
+        first_error = next((ln for ln in out.splitlines() if TRAP_ERRORS.search(ln)), "")
+        res.update(status="trapped", message="\n".join(shown[:4] + [first_error.strip()[:300]]))
+    return res
+
+
 def exit_code(records: list[dict[str, Any]]) -> int:
     """1 if any case failed, hung, broke, or drew a sanitizer complaint; else 0."""
-    bad = [r for r in records if r["status"] in ("failed", "timeout", "error")]
+    bad = [r for r in records if r["status"] in BAD_STATUSES]
     dirty = [r for r in records
-             if r.get("sanitizer")
+             if r.get("sanitizer") and r["status"] != "failed as expected"
              and any(v not in ("clean", "not available") for v in r["sanitizer"].values())]
     return 1 if bad or dirty else 0
 

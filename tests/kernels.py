@@ -39,3 +39,26 @@ def wgmma_fence(out: T.Buffer((128,), "int32")):
     T.ptx.wgmma.commit_group.sync.aligned()
     T.ptx.wgmma.wait_group.sync.aligned(0)
     out[tid] = tid
+
+
+NT = 1000  # not a multiple of the CTA size: the last CTA needs a tail guard
+
+
+@T.prim_func
+def vadd_tail(x: T.Buffer((NT,), "float32"), y: T.Buffer((NT,), "float32"), out: T.Buffer((NT,), "float32")):
+    T.device_entry()
+    bx = T.cta_id([(NT + 127) // 128])
+    tx = T.thread_id([128])
+    if bx * 128 + tx < NT:
+        out[bx * 128 + tx] = x[bx * 128 + tx] + y[bx * 128 + tx]
+
+
+@T.prim_func
+def vadd_off_by_one(x: T.Buffer((NT,), "float32"), y: T.Buffer((NT,), "float32"), out: T.Buffer((NT,), "float32")):
+    # Wrong on purpose: the tail guard `<=` lets thread NT write out[NT], one element past the
+    # end. The comparison of out[0:NT] passes; only the guard zone after `out` sees the write.
+    T.device_entry()
+    bx = T.cta_id([(NT + 127) // 128])
+    tx = T.thread_id([128])
+    if bx * 128 + tx <= NT:
+        out[bx * 128 + tx] = x[bx * 128 + tx] + y[bx * 128 + tx]
