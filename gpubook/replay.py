@@ -64,6 +64,11 @@ def run_case(case_dir: Path, timing: bool = True, stress: bool = True) -> dict[s
         return rec
     so = case_dir / f"module-{arch}.so"
     launcher = runtime.load(str(so), meta["name"], meta["param_objs"], arch)
+    if meta["kind"] == "trace":  # outputs kept in the results file: gpubook/trace.py
+        from .trace import replay_case
+
+        rec.update(replay_case(case_dir, meta, launcher))
+        return rec
     if meta["kind"] == "check":
         data = torch.load(case_dir / "tensors.pt")
         n_stress = meta.get("stress", 0) if stress else 0
