@@ -1,4 +1,4 @@
-"""Command line: `python -m gpubook export OUT`, `replay OUT`, `matrix`."""
+"""Command line: `python -m gpubook export OUT`, `export-selftest OUT`, `replay OUT`."""
 
 from __future__ import annotations
 
@@ -13,28 +13,38 @@ def main(argv: list[str] | None = None) -> int:
     e = sub.add_parser("export", help="execute the chapters and write every kernel case to OUT")
     e.add_argument("out", type=Path)
     e.add_argument("chapters", nargs="*", type=Path, help="chapter files (default: all)")
+    st = sub.add_parser("export-selftest",
+                        help="write the harness's self-test cases (one must fail) to OUT")
+    st.add_argument("out", type=Path)
     r = sub.add_parser("replay", help="run exported cases on this GPU and write a results file")
     r.add_argument("out", type=Path)
     r.add_argument("--results", type=Path, default=None, help="results JSON to write")
     r.add_argument("--sanitize", action="store_true", help="also run memcheck and racecheck")
     r.add_argument("--timeout", type=float, default=120.0, help="seconds per case")
     r.add_argument("--only", default=None, help="regex on case names")
+    r.add_argument("--jobs", type=int, default=1,
+                   help="check cases run this many at a time (timed cases always one at a time)")
     c = sub.add_parser("replay-case", help=argparse.SUPPRESS)
     c.add_argument("case")
     c.add_argument("--json", required=True)
     c.add_argument("--no-timing", action="store_true")
+    c.add_argument("--no-stress", action="store_true")
     args = p.parse_args(argv)
     if args.cmd == "export":
         from .export import export_chapters
 
         return export_chapters(args.out, args.chapters)
+    if args.cmd == "export-selftest":
+        from .export import export_selftest
+
+        return export_selftest(args.out)
     if args.cmd == "replay":
         from .replay import replay
 
-        return replay(args.out, args.results, args.sanitize, args.timeout, args.only)
+        return replay(args.out, args.results, args.sanitize, args.timeout, args.only, args.jobs)
     from .replay import main_case
 
-    return main_case(args.case, args.json, not args.no_timing)
+    return main_case(args.case, args.json, not args.no_timing, not args.no_stress)
 
 
 if __name__ == "__main__":

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import math
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from . import export, runtime
-from .hardware import gpu_for
+from .hardware import GPUS, PEAK_LABELS, gpu_for, peak_kind
 
 # PyTorch operations a kernel is compared with, by name, over the kernel's own arguments
 # (inputs first, output last), so that a GPU host can rebuild them from shapes alone.
@@ -18,6 +19,11 @@ BASELINES: dict[str, Callable[..., Any]] = {
     "row_sum": lambda x, out: __import__("torch").sum(x, dim=-1, out=out),
     "matmul_nt": lambda a, b, d: __import__("torch").matmul(a, b.t(), out=d),
 }
+
+FLUSHES = ("read", "write", "none")
+# The flush buffer: at least twice the largest L2 of the table, so that reading it evicts
+# every line a previous repeat left (and never less than 256 MiB).
+FLUSH_BYTES = max(256 << 20, math.ceil(2 * max(g.l2_bytes for g in GPUS.values()) / (1 << 20)) << 20)
 
 
 @dataclass
@@ -33,13 +39,20 @@ class Timing:
     baseline_ms: float | None = None
     reason: str | None = None
     recorded: dict[str, Any] | None = None  # the newest replay of this case on a GPU host
+    dtype: str | None = None  # what the FLOPs are counted in: picks the FLOP peak
+    flush: str = "read"  # how L2 was flushed before each repeat
+    samples: list[float] = field(default_factory=list)  # every repeat's time, ms
+    baseline_samples: list[float] = field(default_factory=list)
 
     @staticmethod
     def from_record(rec: dict[str, Any]) -> "Timing":
         """The Timing a replay recorded (results/*.json) for a performance case."""
         return Timing(rec["name"], "measured", gpu=rec["run"]["gpu"], ms=rec["ms"],
                       bytes=rec.get("bytes"), flops=rec.get("flops"),
-                      baseline_ms=rec.get("baseline_ms"))
+                      baseline_ms=rec.get("baseline_ms"), dtype=rec.get("dtype"),
+                      flush=rec.get("flush") or "write",  # results before the read flush
+                      samples=list(rec.get("samples") or []),
+                      baseline_samples=list(rec.get("baseline_samples") or []))
 
     def best(self) -> "Timing | None":
         """This measurement if made here, else the recorded one from the verification matrix."""
@@ -55,15 +68,33 @@ class Timing:
     def flop_rate(self) -> float | None:
         return self.flops / (self.ms * 1e-3) if self.flops and self.ms else None
 
-    def percent_of_peak(self) -> float | None:
-        if self.gpu is None or self.ms is None:
+    def percent_of_bandwidth(self) -> float | None:
+        """Achieved bytes/s as a percentage of the GPU's HBM peak."""
+        if self.gpu is None or self.bandwidth is None:
             return None
-        g = gpu_for(self.gpu)
-        if self.bytes:
-            return 100 * self.bandwidth / g.hbm_bandwidth
-        if self.flops:
-            return 100 * self.flop_rate / g.bf16_flops
-        return None
+        return 100 * self.bandwidth / gpu_for(self.gpu).hbm_bandwidth
+
+    def percent_of_flops(self) -> float | None:
+        """Achieved FLOP/s as a percentage of the peak of `dtype` (bf16/fp16 and fp8: tensor
+        cores; fp32: the FP32 pipes)."""
+        if self.gpu is None or self.flop_rate is None:
+            return None
+        return 100 * self.flop_rate / gpu_for(self.gpu).peak_flops(self.dtype)
+
+    def percent_of_peak(self) -> float | None:
+        """Percentage of the roof that binds: with both bytes and FLOPs, the larger of the two
+        percentages (the roofline's attainable rate is the lower roof)."""
+        found = [p for p in (self.percent_of_bandwidth(), self.percent_of_flops()) if p is not None]
+        return max(found) if found else None
+
+    def peak_label(self) -> str | None:
+        """Which peak percent_of_peak() measures against: 'HBM' or a FLOP peak's name."""
+        bw, fl = self.percent_of_bandwidth(), self.percent_of_flops()
+        if bw is None and fl is None:
+            return None
+        if fl is not None and (bw is None or fl > bw):
+            return PEAK_LABELS[peak_kind(self.dtype)]
+        return "HBM"
 
     def __repr__(self) -> str:
         if self.status != "measured":
@@ -76,35 +107,68 @@ class Timing:
                 line += "\n  no GPU measurement recorded in the verification matrix yet"
             return line
         parts = [f"{self.name} on {self.gpu}: {self.ms * 1e3:.1f} µs"]
+        if self.samples:
+            parts[0] += f" (median of {len(self.samples)}, {self.flush} flush)"
+        else:
+            parts[0] += f" ({self.flush} flush)"
         if self.bandwidth:
             parts.append(f"{self.bandwidth / 1e12:.2f} TB/s")
         if self.flop_rate:
             parts.append(f"{self.flop_rate / 1e12:.1f} TFLOP/s")
         pct = self.percent_of_peak()
         if pct is not None:
-            parts.append(f"{pct:.0f}% of peak")
+            parts.append(f"{pct:.0f}% of {self.peak_label()} peak")
         if self.baseline_ms:
             parts.append(f"PyTorch {self.baseline_ms * 1e3:.1f} µs")
         return " · ".join(parts)
 
 
-def time_fn(fn: Callable[[], Any], warmup: int = 10, repeat: int = 50, flush_bytes: int = 256 << 20) -> float:
-    """Median milliseconds of fn() with CUDA events, the L2 flushed before each repeat."""
+def flusher(flush: str = "read", nbytes: int = FLUSH_BYTES, device: str | None = None) -> Callable[[], None]:
+    """What runs before each timed repeat to empty L2 of the previous repeat's lines.
+
+    'read' sums a buffer larger than any L2 into a preallocated scalar: every line it leaves
+    is clean, so the timed kernel starts with no write-backs to pay for. 'write' zeroes the
+    buffer (it leaves L2 full of dirty lines that the timed kernel's misses write back).
+    'none' flushes nothing (warm-L2 timing).
+    """
     import torch
 
-    scratch = torch.empty(flush_bytes, dtype=torch.uint8, device="cuda")
+    if flush not in FLUSHES:
+        raise ValueError(f"flush must be one of {', '.join(FLUSHES)}, not {flush!r}")
+    if flush == "none":
+        return lambda: None
+    device = device or runtime.DEVICE
+    buf = torch.zeros(nbytes // 4, dtype=torch.float32, device=device)
+    if flush == "write":
+        return buf.zero_
+    acc = torch.zeros((), dtype=torch.float32, device=device)
+    return lambda: torch.sum(buf, dim=0, out=acc)
+
+
+def time_samples(fn: Callable[[], Any], warmup: int = 10, repeat: int = 50, flush: str = "read",
+                 flush_bytes: int = FLUSH_BYTES) -> list[float]:
+    """Milliseconds of each of `repeat` calls of fn() with CUDA events, L2 flushed before each."""
+    import torch
+
+    flush_l2 = flusher(flush, flush_bytes, runtime.DEVICE)
     for _ in range(warmup):
         fn()
     times = []
     for _ in range(repeat):
-        scratch.zero_()
+        flush_l2()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         fn()
         end.record()
         end.synchronize()
         times.append(start.elapsed_time(end))
-    return statistics.median(times)
+    return times
+
+
+def time_fn(fn: Callable[[], Any], warmup: int = 10, repeat: int = 50, flush: str = "read",
+            flush_bytes: int = FLUSH_BYTES) -> float:
+    """Median milliseconds of fn() with CUDA events, the L2 flushed before each repeat."""
+    return statistics.median(time_samples(fn, warmup, repeat, flush, flush_bytes))
 
 
 def random_args(params: Sequence[Any], device: str = "cuda", seed: int = 0) -> list[Any]:
@@ -122,23 +186,65 @@ def random_args(params: Sequence[Any], device: str = "cuda", seed: int = 0) -> l
     return out
 
 
+def flop_dtype(params: Sequence[Any]) -> str | None:
+    """The dtype a kernel's FLOPs are counted in when bench is not told: its narrowest
+    floating-point parameter (fp8 before bf16/fp16 before fp32), or None without one."""
+    kinds = {}
+    for p in params:
+        try:
+            kinds.setdefault(peak_kind(p.dtype), p.dtype)
+        except ValueError:
+            continue
+    for kind in ("fp8", "bf16", "fp32"):
+        if kind in kinds:
+            return kinds[kind]
+    return None
+
+
 def bench(kernel: Any, bytes: float | None = None, flops: float | None = None,
-          baseline: str | None = None, name: str | None = None) -> Timing:
-    """Time a kernel on random inputs of its own shapes; report bandwidth or FLOP rate vs peak."""
+          baseline: str | None = None, name: str | None = None, dtype: str | None = None,
+          flush: str = "read", warmup: int = 10, repeat: int = 50) -> Timing:
+    """Time a kernel on random inputs of its own shapes; report bandwidth or FLOP rate vs peak.
+
+    `dtype` names what `flops` are counted in (bf16/fp16 and fp8: tensor-core peaks; fp32:
+    the FP32 pipes); by default the kernel's narrowest floating-point parameter. `flush` is
+    'read' (default), 'write' or 'none' (see `flusher`).
+    """
     name = name or kernel.name
     if baseline is not None and baseline not in BASELINES:
         raise ValueError(f"unknown baseline {baseline!r}; known: {', '.join(BASELINES)}")
-    export.record_perf(kernel, name, {"bytes": bytes, "flops": flops, "baseline": baseline})
+    if flush not in FLUSHES:
+        raise ValueError(f"flush must be one of {', '.join(FLUSHES)}, not {flush!r}")
+    if flops and dtype is None:
+        dtype = flop_dtype(kernel.params)
+    if dtype is not None:
+        peak_kind(dtype)  # an unknown dtype fails here, not after the run
+    export.record_perf(kernel, name, {"bytes": bytes, "flops": flops, "baseline": baseline,
+                                      "dtype": dtype, "flush": flush, "warmup": warmup,
+                                      "repeat": repeat})
     why = runtime.why_not_here(kernel.runs_on)
     if why is not None:
         from .results import latest
 
         rec = latest(name, "perf", chapter=export.current_chapter(), fingerprint=kernel.fingerprint)
-        return Timing(name, "not measured", bytes=bytes, flops=flops, reason=why, recorded=rec)
+        return Timing(name, "not measured", bytes=bytes, flops=flops, reason=why, recorded=rec,
+                      dtype=dtype, flush=flush)
     arch = runtime.local_arch()
     launcher = runtime.load(kernel.export(arch), name, kernel.params, arch)
-    args = random_args(kernel.params)
-    ms = time_fn(lambda: launcher(*args))
-    base_ms = time_fn(lambda: BASELINES[baseline](*args)) if baseline else None
-    return Timing(name, "measured", gpu=runtime.local_gpu_name(), ms=ms, bytes=bytes,
-                  flops=flops, baseline_ms=base_ms)
+    return measure(launcher, name, bytes=bytes, flops=flops, baseline=baseline, dtype=dtype,
+                   flush=flush, warmup=warmup, repeat=repeat)
+
+
+def measure(launcher: Any, name: str, bytes: float | None = None, flops: float | None = None,
+            baseline: str | None = None, dtype: str | None = None, flush: str = "read",
+            warmup: int = 10, repeat: int = 50) -> Timing:
+    """Time a loaded kernel (and its PyTorch baseline) on random inputs: the one timing path
+    of notebooks and replays."""
+    args = random_args(launcher.params, device=runtime.DEVICE)
+    samples = time_samples(lambda: launcher(*args), warmup, repeat, flush)
+    base = (time_samples(lambda: BASELINES[baseline](*args), warmup, repeat, flush)
+            if baseline else [])
+    return Timing(name, "measured", gpu=runtime.local_gpu_name(), ms=statistics.median(samples),
+                  bytes=bytes, flops=flops,
+                  baseline_ms=statistics.median(base) if base else None, dtype=dtype,
+                  flush=flush, samples=samples, baseline_samples=base)

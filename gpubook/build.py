@@ -44,7 +44,12 @@ def lower(func: Any, arch: str) -> tuple[Any, Any]:
 
 @dataclass
 class Kernel:
-    """A TIRx kernel compiled for sm_100a (and for sm_90a when it uses no Blackwell-only PTX)."""
+    """A TIRx kernel compiled for sm_100a (and for sm_90a when it uses no Blackwell-only PTX),
+    or for sm_90a only (a Hopper `wgmma` kernel, which ptxas refuses for sm_100a).
+
+    `arch` is the primary build (sm_100a, else sm_90a): `ptx`, `cubin`, `sass` and every
+    static fact come from it. `not_built` maps each arch without a build to the reason.
+    """
 
     name: str
     func: Any
@@ -62,6 +67,7 @@ class Kernel:
     sass_counts: dict[str, int]
     compile_seconds: float
     highlight: tuple[str, ...] = ()
+    not_built: dict[str, str] = field(default_factory=dict)  # arch -> why it has no build
     _executables: dict[str, Any] = field(default_factory=dict, repr=False)
     _exported: dict[str, str] = field(default_factory=dict, repr=False)
 
@@ -115,6 +121,7 @@ class Kernel:
             "launch": [la.describe() for la in self.launches],
             "ptx_counts": {k: v for k, v in self.ptx_counts.items() if v},
             "compile_seconds": round(self.compile_seconds, 3),
+            "not_built": dict(self.not_built),
         }
 
     def summary(self) -> str:
@@ -122,6 +129,8 @@ class Kernel:
         also = [a for a in self.runs_on if a != self.arch]
         extra = f" (+{', '.join(also)})" if also else " only"
         spill = "no spills" if self.spill_instructions == 0 else f"{self.spill_instructions} local ld/st"
+        if BLACKWELL in self.not_built:  # the book's target is missing: say why in the same line
+            extra += f" (sm_100a: not built — {self.not_built[BLACKWELL]})"
         reserve = f" (+{self.reserved_smem} B system)" if self.reserved_smem else ""
         return (
             f"{self.name}: compiled for {self.arch}{extra} · {self.registers} regs · smem "
@@ -135,9 +144,11 @@ class Kernel:
 
     def __repr__(self) -> str:
         launch = "; ".join(la.describe() for la in self.launches)
+        missing = "".join(f"\n  {a}: not built — {why}" for a, why in self.not_built.items()
+                          if a != BLACKWELL)
         return (
             f"{self.summary()}\n  launch: {launch}\n  PTX (static counts): {self._count_line()}"
-            f"\n  {self.compiler} {self.compile_seconds:.2f} s"
+            f"{missing}\n  {self.compiler} {self.compile_seconds:.2f} s"
         )
 
     def _repr_html_(self) -> str:
@@ -167,46 +178,87 @@ class Kernel:
         return path
 
 
-def build(func: Any, name: str | None = None, highlight: tuple[str, ...] = ()) -> Kernel:
+def build(func: Any, name: str | None = None, highlight: tuple[str, ...] = (),
+          archs: tuple[str, ...] | None = None) -> Kernel:
     """Lower and compile a TIRx PrimFunc for sm_100a (and sm_90a when portable); no GPU needed.
 
     `highlight` names PTX counts the report shows even when zero (e.g. ("tcgen05.mma",)).
+    `archs` picks the targets: None builds sm_100a, plus sm_90a when the PTX uses no
+    Blackwell-only feature; `(HOPPER,)` builds sm_90a only, for kernels (`wgmma`) that ptxas
+    refuses for sm_100a: the refusal is tried, and its first error line kept as the reason
+    (`Kernel.not_built`); `(BLACKWELL,)` skips the sm_90a build of a portable kernel.
     """
     t0 = time.perf_counter()
     if name is None:
         attrs = func.attrs
         name = str(attrs["global_symbol"]) if attrs is not None and "global_symbol" in attrs else "kernel"
-    host, _ = lower(func, BLACKWELL)
-    executables = {BLACKWELL: _compile(func, BLACKWELL), HOPPER: _compile(func, HOPPER)}
-    src = executables[BLACKWELL].mod.imports[0].inspect_source()
-    hopper_src = executables[HOPPER].mod.imports[0].inspect_source()
+    want = _requested(archs)
+    primary = BLACKWELL if BLACKWELL in want else HOPPER
+    other = HOPPER if primary == BLACKWELL else BLACKWELL
+    host, _ = lower(func, primary)
+    executables = {primary: _compile(func, primary)}
+    src = executables[primary].mod.imports[0].inspect_source()
+    other_src, other_error = None, None
+    try:
+        executables[other] = _compile(func, other)
+        other_src = executables[other].mod.imports[0].inspect_source()
+    except Exception as exc:  # noqa: BLE001 - recorded as the reason the other arch has no build
+        other_error = exc
     using = toolchain.compiler()
     with ThreadPoolExecutor(max_workers=3) as pool:
-        ptx_job = pool.submit(toolchain.compile_source, src, BLACKWELL, "ptx", using)
-        cubin_job = pool.submit(toolchain.compile_source, src, BLACKWELL, "cubin", using)
-        # Compiled alongside, and required to pass when the kernel claims to be portable.
-        hopper_job = pool.submit(toolchain.compile_source, hopper_src, HOPPER, "cubin", using)
-        ptx = ptx_job.result().decode(errors="replace").rstrip("\x00")
-        cubin = cubin_job.result()
-        hopper_error = hopper_job.exception()
-    runs_on: tuple[str, ...] = (BLACKWELL,)
-    if report.BLACKWELL_ONLY.search(ptx):
-        del executables[HOPPER]
+        ptx_job = pool.submit(toolchain.compile_source, src, primary, "ptx", using)
+        cubin_job = pool.submit(toolchain.compile_source, src, primary, "cubin", using)
+        # The other arch is compiled alongside: for a portable kernel it must pass; for a
+        # Hopper-only kernel its refusal is the recorded reason.
+        other_job = (pool.submit(toolchain.compile_source, other_src, other, "cubin", using)
+                     if other_src is not None else None)
+        try:
+            ptx = ptx_job.result().decode(errors="replace").rstrip("\x00")
+            cubin = cubin_job.result()
+        except RuntimeError as exc:
+            if primary == BLACKWELL and archs is None:
+                raise RuntimeError(
+                    f"{name} does not build for {BLACKWELL}: {toolchain.first_error(str(exc))}. "
+                    f"A Hopper-only kernel (wgmma) builds with archs=(gb.HOPPER,).\n{exc}"
+                ) from None
+            raise
+        if other_job is not None:
+            other_error = other_job.exception()
+    runs_on: tuple[str, ...] = (primary,)
+    not_built: dict[str, str] = {}
+    if primary == HOPPER:
+        if other_error is None:
+            raise ValueError(
+                f"{name} assembles for {BLACKWELL} too: every kernel that can must build for "
+                f"{BLACKWELL}; drop archs={tuple(want)!r}"
+            )
+        executables.pop(BLACKWELL, None)
+        not_built[BLACKWELL] = toolchain.first_error(str(other_error))
     else:
-        if hopper_error is not None:  # the Hopper claim is proven at build time, or the build fails
-            raise hopper_error
-        runs_on = (BLACKWELL, HOPPER)
-        local = _local_arch()
-        if local is not None and local not in runs_on:
-            # A portable kernel may also run on the GPU at hand (e.g. an sm_120a card) if it
-            # lowers and assembles for that arch; kernels needing clusters or TMA will not.
-            try:
-                executables[local] = _compile(func, local)
-                toolchain.compile_source(executables[local].mod.imports[0].inspect_source(),
-                                         local, "cubin", using)
-                runs_on = (BLACKWELL, HOPPER, local)
-            except Exception:  # noqa: BLE001 - any failure just means "does not run here"
-                executables.pop(local, None)
+        features = report.blackwell_only_features(ptx)
+        if features:
+            executables.pop(HOPPER, None)
+            if HOPPER in want and archs is not None:
+                raise ValueError(f"{name} cannot build for {HOPPER}: it uses {', '.join(features)}")
+            not_built[HOPPER] = "Blackwell-only PTX: " + ", ".join(features)
+        elif HOPPER not in want:
+            executables.pop(HOPPER, None)
+            not_built[HOPPER] = f"not requested (archs={tuple(want)!r})"
+        else:
+            if other_error is not None:  # the Hopper claim is proven at build time, or the build fails
+                raise other_error
+            runs_on = (BLACKWELL, HOPPER)
+            local = _local_arch()
+            if local is not None and local not in runs_on:
+                # A portable kernel may also run on the GPU at hand (e.g. an sm_120a card) if it
+                # lowers and assembles for that arch; kernels needing clusters or TMA will not.
+                try:
+                    executables[local] = _compile(func, local)
+                    toolchain.compile_source(executables[local].mod.imports[0].inspect_source(),
+                                             local, "cubin", using)
+                    runs_on = (BLACKWELL, HOPPER, local)
+                except Exception:  # noqa: BLE001 - any failure just means "does not run here"
+                    executables.pop(local, None)
     sass = toolchain.cuobjdump(cubin, "-sass")
     usage = report.parse_resource_usage(toolchain.cuobjdump(cubin, "--dump-resource-usage"))
     resources: dict[str, int] = {}
@@ -214,12 +266,25 @@ def build(func: Any, name: str | None = None, highlight: tuple[str, ...] = ()) -
         for k, v in per_kernel.items():
             resources[k] = max(resources.get(k, 0), v)
     return Kernel(
-        name=name, func=func, params=params_of(func), arch=BLACKWELL, runs_on=runs_on,
+        name=name, func=func, params=params_of(func), arch=primary, runs_on=runs_on,
         compiler=using, source=src, ptx=ptx, cubin=cubin, sass=sass, resources=resources,
         launches=report.parse_launches(host.script()), ptx_counts=report.count_ptx(ptx),
         sass_counts=report.count_sass(sass), compile_seconds=time.perf_counter() - t0,
-        highlight=tuple(highlight), _executables=executables,
+        highlight=tuple(highlight), not_built=not_built, _executables=executables,
     )
+
+
+def _requested(archs: tuple[str, ...] | None) -> tuple[str, ...]:
+    """The archs a build asks for, checked: None means the default (sm_100a, + sm_90a if portable)."""
+    if archs is None:
+        return (BLACKWELL, HOPPER)
+    if isinstance(archs, str):
+        archs = (archs,)
+    archs = tuple(archs)
+    unknown = [a for a in archs if a not in (BLACKWELL, HOPPER)]
+    if not archs or unknown or len(set(archs)) != len(archs):
+        raise ValueError(f"archs must name {BLACKWELL} and/or {HOPPER} once each, got {archs!r}")
+    return archs
 
 
 def _local_arch() -> str | None:

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import html
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from . import runtime
+from . import guard, runtime
 from .signature import validate
 
 STRICT_ENV = "GPUBOOK_STRICT"
@@ -20,8 +21,16 @@ TOLERANCES: dict[str, tuple[float, float]] = {
 }
 
 
+STRESS_VARIANTS = 8  # input variants a stress run cycles through
+
+
 class CheckError(AssertionError):
-    """A kernel's output differs from the reference beyond tolerance."""
+    """A kernel's output differs from the reference beyond tolerance.
+
+    `stress` holds the stress record when the failure came from a stress run.
+    """
+
+    stress: dict[str, Any] | None = None
 
 
 class NotRunError(RuntimeError):
@@ -40,18 +49,82 @@ class CheckResult:
     max_rel_error: float | None = None
     reason: str | None = None
     facts: str = ""
+    stress: dict[str, Any] | None = None  # {"launches", "failures", "variants", "first_failure"}
+    stress_planned: int = 0  # launches asked for (exported for a GPU run when none is here)
+    recorded: dict[str, Any] | None = None  # the newest replay of this exact kernel (results/)
 
     @property
     def passed(self) -> bool:
         return self.status == "passed"
 
-    def __repr__(self) -> str:
+    def lines(self) -> list[str]:
+        """The verdict, then indented detail lines (what __repr__ and the HTML show)."""
         if self.passed:
-            return (
-                f"PASS {self.kernel} on {self.gpu} ({self.arch}): max abs error "
-                f"{self.max_abs_error:.3g}, max rel error {self.max_rel_error:.3g}"
-            )
-        return f"NOT RUN {self.kernel}: {self.reason}\n  static facts: {self.facts}"
+            out = [f"PASS {self.kernel} on {self.gpu} ({self.arch}): max abs error "
+                   f"{self.max_abs_error:.3g}, max rel error {self.max_rel_error:.3g}"]
+            if self.stress:
+                out.append(describe_stress(self.stress))
+            return out
+        out = [f"NOT RUN {self.kernel}: {self.reason}"]
+        if self.recorded is not None:
+            out.append(f"same kernel replayed: {describe_record(self.recorded)}")
+        else:
+            out.append("no replay of this exact kernel is recorded yet")
+        if self.stress_planned and not (self.recorded or {}).get("stress"):
+            out.append(f"stress test of {self.stress_planned} launches: not run either")
+        out.append(f"static facts: {self.facts}")
+        return out
+
+    def __repr__(self) -> str:
+        first, *rest = self.lines()
+        if self.recorded is not None:
+            rest[0] += f" (appendix A, {MATRIX_PAGE})"
+        return "\n".join([first] + [f"  {ln}" for ln in rest])
+
+    def _repr_html_(self) -> str:
+        first, *rest = (html.escape(ln) for ln in self.lines())
+        if self.recorded is not None:
+            rest[0] += f' — <a href="{MATRIX_PAGE}">appendix A</a>'
+        body = "<br>".join([first] + [f"&nbsp;&nbsp;{ln}" for ln in rest])
+        return f'<div class="gpubook-report gpubook-check"><code>{body}</code></div>'
+
+
+# The verification matrix (appendix A), relative to a chapter page of the built book.
+MATRIX_PAGE = "A-verification-matrix.html"
+
+
+def describe_record(rec: dict[str, Any]) -> str:
+    """One line for a replayed check: 'passed on NVIDIA H200, 2026-11-30, max abs error 0,
+    memcheck and racecheck clean; stress: ...' (or the failure and its first line)."""
+    run = rec["run"]
+    if rec["status"] == "passed":
+        s = f"passed on {run['gpu']}, {run['date']}"
+        if rec.get("max_abs_error") is not None:
+            s += f", max abs error {rec['max_abs_error']:.3g}"
+    else:
+        s = f"{rec['status'].upper()} on {run['gpu']}, {run['date']}"
+        msg = (rec.get("message") or "").strip().splitlines()
+        if msg:
+            s += f": {msg[0][:200]}"
+    san = rec.get("sanitizer") or {}
+    if san and all(v == "clean" for v in san.values()):
+        s += f", {' and '.join(san)} clean"
+    elif san:
+        s += ", " + ", ".join(f"{k} {v}" for k, v in san.items())
+    if rec.get("stress"):
+        s += f"; {describe_stress(rec['stress'])}"
+    return s
+
+
+def describe_stress(rec: dict[str, Any]) -> str:
+    """One line for a stress record: launches, variants, failures (and the first one)."""
+    s = (f"stress: {rec['launches']} launches over {rec['variants']} input variants, "
+         f"{rec['failures']} failed")
+    if rec.get("first_failure"):
+        s += f"; first: {rec['first_failure']}"
+    if rec.get("out_of_bounds"):
+        s += "; out-of-bounds write: " + "; ".join(rec["out_of_bounds"])
+    return s
 
 
 def seeded(shape: Sequence[int], dtype: str = "float32", seed: int = 0, kind: str = "randn") -> Any:
@@ -118,6 +191,89 @@ def _poison(t: Any) -> None:
         t.fill_(-0x5A5A5A5A if t.element_size() >= 4 else -0x5A)
 
 
+def shuffled(t: Any, seed: int) -> Any:
+    """The same values in a seeded random order: a fresh input with the original's value range."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    flat = t.detach().to("cpu").reshape(-1)
+    return flat[torch.randperm(flat.numel(), generator=g)].reshape(t.shape).contiguous()
+
+
+def make_variants(name: str, params: Sequence[Any], args: Sequence[Any], outputs: Sequence[int],
+                  ref: Callable[..., Any], variants: int | Callable[[int], Sequence[Any]]
+                  ) -> list[tuple[list[Any], list[Any]]]:
+    """Input variants for a stress run and their expected outputs, computed on the CPU.
+
+    `variants` is a count (each floating-point input is shuffled with a new seed; integer and
+    index tensors are kept) or a callable seed -> args for inputs with structure.
+    """
+    count = variants if isinstance(variants, int) else STRESS_VARIANTS
+    if count < 1:
+        raise ValueError(f"{name}: a stress run needs at least one input variant")
+    out = []
+    for v in range(count):
+        seed = 1000 + v
+        if callable(variants):
+            new = [a.to("cpu") for a in variants(seed)]
+            validate(name, params, new, device=None)
+        else:
+            new = [a if i in outputs or not a.is_floating_point() else shuffled(a, seed)
+                   for i, a in enumerate(args)]
+        out.append(([None if i in outputs else a.contiguous() for i, a in enumerate(new)],
+                    _expected(name, ref, new, outputs)))
+    return out
+
+
+def _expected(name: str, ref: Callable[..., Any], args: Sequence[Any], outputs: Sequence[int]) -> list[Any]:
+    import torch
+
+    with torch.no_grad():
+        expected = ref(*[a.clone() for a in args])
+    if not isinstance(expected, (tuple, list)):
+        expected = [expected]
+    if len(expected) != len(outputs):
+        raise ValueError(f"{name}: ref returned {len(expected)} tensors for {len(outputs)} outputs")
+    return [e.detach().to("cpu").contiguous() for e in expected]
+
+
+@dataclass
+class Case:
+    """A check made ready to run anywhere: inputs, expected outputs, tolerances, stress variants."""
+
+    kernel: Any
+    name: str
+    args: list[Any]
+    outputs: list[int]
+    expected: list[Any]
+    tols: list[tuple[float, float]]
+    stress: int = 0
+    variants: list[tuple[list[Any], list[Any]]] = field(default_factory=list)
+
+    def record(self, **extra: Any) -> Any:
+        """Export the case when exporting (see gpubook.export.record_check); else do nothing."""
+        from . import export
+
+        return export.record_check(self.kernel, self.name, self.args, self.expected, self.outputs,
+                                   self.tols, stress=self.stress, variants=self.variants, **extra)
+
+
+def prepare(kernel: Any, args: Sequence[Any], ref: Callable[..., Any], outputs: Sequence[int] = (-1,),
+            rtol: float | None = None, atol: float | None = None, name: str | None = None,
+            stress: int = 0, variants: int | Callable[[int], Sequence[Any]] = STRESS_VARIANTS) -> Case:
+    """Validate a check's call and compute, on the CPU, everything a GPU run of it needs."""
+    name = name or kernel.name
+    validate(name, kernel.params, args, device=None)
+    outputs = [i % len(args) for i in outputs]
+    expected = _expected(name, ref, args, outputs)
+    tols = [tolerance(kernel.params[i].dtype, rtol, atol) for i in outputs]
+    stress = int(stress)
+    if stress < 0:
+        raise ValueError(f"{name}: stress must be a number of launches, got {stress}")
+    stress_variants = make_variants(name, kernel.params, args, outputs, ref, variants) if stress else []
+    return Case(kernel, name, list(args), outputs, expected, tols, stress, stress_variants)
+
+
 def check(
     kernel: Any,
     args: Sequence[Any],
@@ -126,52 +282,171 @@ def check(
     rtol: float | None = None,
     atol: float | None = None,
     name: str | None = None,
+    stress: int = 0,
+    variants: int | Callable[[int], Sequence[Any]] = STRESS_VARIANTS,
+    expect: str | None = None,
+    expect_output: str | None = None,
 ) -> CheckResult:
     """Compare `kernel(*args)` with `ref(*args)` on the GPU, or report that it could not run.
 
     `args` are CPU tensors in the kernel's parameter order (outputs included: their contents
     are overwritten); `ref` takes the same tensors and returns the expected output(s), one per
     index in `outputs`. Raises CheckError on a mismatch, KernelCallError on a bad call.
+
+    `stress=N` adds a stress run: N launches cycling through `variants` input variants
+    (default 8: every floating-point input shuffled with a new seed; or a callable
+    seed -> args), outputs poisoned before each launch and every output compared.
+
+    `expect="trap"` marks a deliberately broken kernel that must end in a device trap whose
+    output matches the regex `expect_output`: it never runs in this process (a trap ends the
+    CUDA context), only in a child process of `python -m gpubook replay`, which records it as
+    'trapped'.
     """
-    import torch
-
-    name = name or kernel.name
-    validate(name, kernel.params, args, device=None)
-    outputs = [i % len(args) for i in outputs]
-    with torch.no_grad():
-        expected = ref(*[a.clone() for a in args])
-    if not isinstance(expected, (tuple, list)):
-        expected = [expected]
-    if len(expected) != len(outputs):
-        raise ValueError(f"{name}: ref returned {len(expected)} tensors for {len(outputs)} outputs")
-    tols = [tolerance(kernel.params[i].dtype, rtol, atol) for i in outputs]
-    from . import export
-
-    export.record_check(kernel, name, args, expected, outputs, tols)
+    if expect not in (None, "trap"):
+        raise ValueError(f"{name or kernel.name}: expect must be None or 'trap', got {expect!r}")
+    case = prepare(kernel, args, ref, outputs, rtol, atol, name, stress, variants)
+    name, outputs, expected, tols = case.name, case.outputs, case.expected, case.tols
+    stress, stress_variants = case.stress, case.variants
+    if expect == "trap":
+        case.record(expect="trap", expect_message=expect_output)
+    else:
+        case.record()
 
     why = runtime.why_not_here(kernel.runs_on)
+    if expect == "trap":
+        need = " or ".join(kernel.runs_on)
+        where = "" if why is None else f" ({why})"
+        return CheckResult(
+            name, "not run", facts=kernel.summary(),
+            reason=(f"compiled for {need} — not run here{where}: it is expected to trap, so only "
+                    f"`python -m gpubook replay` runs it, in a child process, and requires the trap"
+                    + (f" and a report matching /{expect_output}/" if expect_output else "")),
+        )
     if why is not None:
         need = " or ".join(kernel.runs_on)
+        from . import export, results
+
+        rec = results.newest(name, "check", chapter=export.current_chapter(),
+                             fingerprint=kernel.fingerprint)
         result = CheckResult(
-            name, "not run", reason=f"compiled for {need} — not run: {why}", facts=kernel.summary()
+            name, "not run", reason=f"compiled for {need} — not run: {why}", facts=kernel.summary(),
+            stress_planned=stress, recorded=rec,
         )
         if strict():
             raise NotRunError(f"{STRICT_ENV} is set and {name} did not run: {result.reason}")
         return result
     arch = runtime.local_arch()
     launcher = runtime.load(kernel.export(arch), name, kernel.params, arch)
-    abs_err, rel_err = run_and_compare(launcher, [a.to(runtime.DEVICE) for a in args],
-                                       outputs, expected, tols)
+    outcome = run_and_compare(launcher, args, outputs, expected, tols, stress=stress,
+                              variants=stress_variants)
     return CheckResult(name, "passed", arch=arch, gpu=runtime.local_gpu_name(),
-                       max_abs_error=abs_err, max_rel_error=rel_err)
+                       max_abs_error=outcome.max_abs_error, max_rel_error=outcome.max_rel_error,
+                       stress=outcome.stress)
+
+
+@dataclass
+class Outcome:
+    """What one run of a check established: the errors of the single launch, and the stress run."""
+
+    max_abs_error: float
+    max_rel_error: float
+    stress: dict[str, Any] | None = None
+
+
+def _guarded(launcher: Any, args: Sequence[Any]) -> list[Any]:
+    """The arguments on the launch device, each inside sentinel margins (gpubook.guard); None
+    (an output that was not shipped) becomes an uninitialised guarded tensor."""
+    out = []
+    for p, a in zip(launcher.params, args):
+        if a is None:
+            out.append(guard.allocate(p.name, p.shape, p.dtype, runtime.DEVICE))
+        else:
+            out.append(guard.guarded_copy(p.name, a, runtime.DEVICE))
+    return out
 
 
 def run_and_compare(launcher: Any, args: Sequence[Any], outputs: Sequence[int],
-                    expected: Sequence[Any], tols: Sequence[Sequence[float]]) -> tuple[float, float]:
-    """Poison the outputs, launch, wait, compare each output; (max abs, max rel) or CheckError."""
+                    expected: Sequence[Any], tols: Sequence[Sequence[float]], stress: int = 0,
+                    variants: Sequence[tuple[Sequence[Any], Sequence[Any]]] = ()) -> Outcome:
+    """The one run path of checks, in a notebook and in a replay.
+
+    Copies `args` (any device; None for an output that was not shipped) to the launch device,
+    each inside guard zones, poisons the outputs, launches, waits, checks every guard zone and
+    compares each output. Then, with `stress`, runs the stress launches over `variants`.
+    Raises CheckError on any failure: out-of-bounds writes first, then mismatches.
+    """
+    guards = _guarded(launcher, args)
+    dev_args = [g.view for g in guards]
     for i in outputs:
-        _poison(args[i])
-    launcher(*args)
+        _poison(dev_args[i])
+    launcher(*dev_args)
     runtime.synchronize()
-    errs = [compare(launcher.name, args[i], e, t[0], t[1]) for i, e, t in zip(outputs, expected, tols)]
-    return max(e[0] for e in errs), max(e[1] for e in errs)
+    problems = [f"{launcher.name}: out-of-bounds write: {v}" for v in guard.check_all(guards)]
+    errs = []
+    for i, e, t in zip(outputs, expected, tols):
+        try:
+            errs.append(compare(launcher.name, dev_args[i], e, t[0], t[1]))
+        except CheckError as err:
+            problems.append(str(err))
+    if problems:
+        raise CheckError("\n".join(problems))
+    outcome = Outcome(max(e[0] for e in errs), max(e[1] for e in errs))
+    if stress:
+        outcome.stress = stress_run(launcher, variants, outputs, tols, stress)
+        if outcome.stress["failures"] or outcome.stress.get("out_of_bounds"):
+            err = CheckError(f"{launcher.name}: {describe_stress(outcome.stress)}")
+            err.stress = outcome.stress
+            raise err
+    return outcome
+
+
+def stress_run(launcher: Any, variants: Sequence[tuple[Sequence[Any], Sequence[Any]]],
+               outputs: Sequence[int], tols: Sequence[Sequence[float]], launches: int) -> dict[str, Any]:
+    """Launch `launches` times cycling through `variants` ((args, expected) pairs), poisoning
+    the outputs before each launch and comparing every output on the device; the host waits
+    once, at the end, and then checks every guard zone.
+
+    Returns {"launches", "failures", "variants", "first_failure"}, plus "out_of_bounds" (a
+    list of guard-zone violations) when a launch wrote outside its tensors.
+    """
+    import torch
+
+    if not variants:
+        raise ValueError(f"{launcher.name}: a stress run needs input variants")
+    dev = runtime.DEVICE
+    sets = []
+    all_guards = []
+    for args, expected in variants:
+        guards = _guarded(launcher, args)
+        all_guards += guards
+        limits = []
+        for i, e, (rtol, atol) in zip(outputs, expected, tols):
+            e64 = e.to(dev, torch.float64)
+            limits.append((i, e64, atol + rtol * e64.abs()))
+        sets.append(([g.view for g in guards], limits))
+    bad = torch.zeros(launches, dtype=torch.int64, device=dev)
+    worst = torch.zeros(launches, dtype=torch.float64, device=dev)
+    inf = float("inf")
+    for n in range(launches):
+        dev_args, limits = sets[n % len(sets)]
+        for i, _, _ in limits:
+            _poison(dev_args[i])
+        launcher(*dev_args)
+        for i, e64, limit in limits:
+            diff = (dev_args[i].to(torch.float64) - e64).abs()
+            bad[n] += (~(diff <= limit)).sum()  # NaN lands here
+            worst[n] = torch.maximum(worst[n], torch.nan_to_num(diff, nan=inf).max())
+    runtime.synchronize()
+    failed = (bad > 0).nonzero().flatten().tolist()
+    first = None
+    if failed:
+        n = failed[0]
+        total = sum(e.numel() for _, e, _ in sets[n % len(sets)][1])
+        first = (f"launch {n + 1} (variant {n % len(sets)}): {int(bad[n])} of {total} output "
+                 f"elements differ, max abs error {float(worst[n]):.3g}")
+    rec: dict[str, Any] = {"launches": launches, "failures": len(failed), "variants": len(sets),
+                           "first_failure": first}
+    oob = guard.check_all(all_guards)
+    if oob:
+        rec["out_of_bounds"] = sorted(set(oob))
+    return rec

@@ -9,7 +9,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 EXPORT_ENV = "GPUBOOK_EXPORT_DIR"
-FORMAT_VERSION = 1
+# 2: stress runs (case 'stress'/'variants', tensors 'variants'), Hopper-only kernels ('not_built').
+FORMAT_VERSION = 2
 _current = {"chapter": "unknown"}
 
 
@@ -50,20 +51,36 @@ def _write_common(d: Path, kernel: Any, meta: dict[str, Any]) -> None:
 
 def record_check(
     kernel: Any, name: str, args: Sequence[Any], expected: Sequence[Any],
-    outputs: Sequence[int], tols: Sequence[tuple[float, float]],
+    outputs: Sequence[int], tols: Sequence[tuple[float, float]], stress: int = 0,
+    variants: Sequence[tuple[Sequence[Any], Sequence[Any]]] = (), expect: str = "pass",
+    expect_message: str | None = None,
 ) -> Path | None:
-    """When exporting, save a correctness case: modules, inputs, expected outputs, tolerances."""
+    """When exporting, save a correctness case: modules, inputs, expected outputs, tolerances.
+
+    With `stress`, also the stress run's input variants (args with None for outputs, and
+    their expected outputs). `expect="fail"` marks a self-test case that must fail, with
+    `expect_message` in its failure message; `expect="trap"` marks a broken kernel that must
+    end in a device trap whose output matches the regex `expect_message`.
+    """
     if export_dir() is None:
         return None
     import torch
 
     d = _case_dir("check", name)
     inputs = [None if i in outputs else a.contiguous() for i, a in enumerate(args)]
-    torch.save({"args": inputs, "expected": [e.contiguous() for e in expected]}, d / "tensors.pt")
-    _write_common(d, kernel, {
+    torch.save({
+        "args": inputs, "expected": [e.contiguous() for e in expected],
+        "variants": [{"args": list(a), "expected": [e.contiguous() for e in ex]} for a, ex in variants],
+    }, d / "tensors.pt")
+    meta: dict[str, Any] = {
         "kind": "check", "name": name, "outputs": list(outputs),
-        "tolerances": [list(t) for t in tols],
-    })
+        "tolerances": [list(t) for t in tols], "stress": int(stress), "variants": len(variants),
+    }
+    if expect not in ("pass", "fail", "trap"):
+        raise ValueError(f"expect must be 'pass', 'fail' or 'trap', not {expect!r}")
+    if expect in ("fail", "trap"):
+        meta.update(expect=expect, expect_message=expect_message)
+    _write_common(d, kernel, meta)
     return d
 
 
@@ -94,4 +111,55 @@ def export_chapters(out: Path, chapters: Sequence[Path] = ()) -> int:
     n = len([p for p in (out / "cases").iterdir() if p.is_dir()])
     size = sum(p.stat().st_size for p in out.rglob("*") if p.is_file())
     print(f"export: {n} cases, {size / 1e6:.1f} MB in {out}")
+    return 0
+
+
+SELFTEST_CHAPTER = "selftest"
+
+
+def export_selftest(out: Path) -> int:
+    """Write the harness's self-test cases (kernels from tests/kernels.py) to `out`.
+
+    A replay of them on a GPU shows that the harness catches what it claims to catch: an
+    off-by-one tail guard that writes one element past `out` must fail (a comparison alone
+    and compute-sanitizer's memcheck both pass it), a correct kernel must pass a stress run,
+    and each L2 flush of the timing loop must run.
+    """
+    import sys
+
+    import torch
+
+    from .bench import bench
+    from .build import build
+    from .check import prepare, seeded
+
+    root = Path(__file__).resolve().parent.parent
+    sys.path.insert(0, str(root / "tests"))
+    import kernels  # the test kernels, never a chapter's
+
+    out = out.resolve()
+    (out / "cases").mkdir(parents=True, exist_ok=True)
+    env_before = os.environ.get(EXPORT_ENV)
+    os.environ[EXPORT_ENV] = str(out)
+    before = current_chapter()
+    set_chapter(SELFTEST_CHAPTER)
+    try:
+        n = kernels.NT
+        args = [seeded((n,), seed=1), seeded((n,), seed=2), torch.empty(n)]
+        wrong = build(kernels.vadd_off_by_one, name="vadd_off_by_one")
+        prepare(wrong, args, lambda x, y, o: x + y).record(
+            expect="fail", expect_message="wrote 1 element after out")
+        right = build(kernels.vadd_tail, name="vadd_tail")
+        prepare(right, args, lambda x, y, o: x + y, stress=200).record()
+        for flush in ("read", "write", "none"):
+            bench(right, bytes=3 * n * 4, flops=n, name=f"vadd_tail_flush_{flush}", flush=flush,
+                  baseline="add")
+    finally:
+        set_chapter(before)
+        if env_before is None:
+            os.environ.pop(EXPORT_ENV, None)
+        else:
+            os.environ[EXPORT_ENV] = env_before
+    cases = sorted(p.name for p in (out / "cases").iterdir() if p.is_dir())
+    print(f"export-selftest: {len(cases)} cases in {out}: {', '.join(cases)}")
     return 0

@@ -50,44 +50,12 @@ def draw_ownership_grid(
     cell: float = 0.42,
     fontsize: float = 6.0,
 ) -> Any:
-    """A grid of a tile's elements, each filled by the colour of its `owner` and written with `label`."""
-    import matplotlib
+    """A grid of a tile's elements, each filled by the colour of its `owner` and written with `label`.
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    Drawn by `gpubook.plots.ownership_grid`: at most the page's width, `cell` and `fontsize` are
+    upper bounds, and labels never get smaller than the book's readable minimum.
+    """
+    from .plots import ownership_grid
 
-    from matplotlib.colors import BoundaryNorm, ListedColormap
-
-    rows, cols = len(owner), len(owner[0])
-    fig, ax = plt.subplots(figsize=(max(cols * cell, 2.5) + 0.6, max(rows * cell, 1.5) + 0.7))
-    fig.patch.set_facecolor("white")
-    fig.patch.set_alpha(1.0)
-    ax.set_facecolor("white")
-    n = len(PALETTE)
-    colours = [[int(owner[r][c]) % n for c in range(cols)] for r in range(rows)]
-    ax.pcolormesh(range(cols + 1), range(rows + 1), colours, cmap=ListedColormap(PALETTE),
-                  norm=BoundaryNorm([i - 0.5 for i in range(n + 1)], n), edgecolors="#555555",
-                  linewidth=0.4)
-    if label is not None:
-        for r in range(rows):
-            for c in range(cols):
-                ax.text(c + 0.5, r + 0.5, label[r][c], ha="center", va="center",
-                        fontsize=fontsize, color="black")
-    ax.set_xlim(0, cols)
-    ax.set_ylim(rows, 0)
-    ax.set_aspect("equal")
-    step_c = 1 if cols <= 16 else 8
-    step_r = 1 if rows <= 16 else 8
-    ax.set_xticks([c + 0.5 for c in range(0, cols, step_c)], [str(c) for c in range(0, cols, step_c)])
-    ax.set_yticks([r + 0.5 for r in range(0, rows, step_r)], [str(r) for r in range(0, rows, step_r)])
-    ax.tick_params(length=0, labelsize=7, colors="black")
-    ax.xaxis.tick_top()
-    ax.xaxis.set_label_position("top")
-    ax.set_xlabel(xlabel, fontsize=8, color="black")
-    ax.set_ylabel(ylabel, fontsize=8, color="black")
-    for side in ax.spines.values():
-        side.set_visible(False)
-    if title:
-        ax.set_title(title, fontsize=9, color="black", pad=18)
-    fig.tight_layout()
-    return fig
+    return ownership_grid(owner, label, title=title, xlabel=xlabel, ylabel=ylabel, cell=cell,
+                          fontsize=fontsize)

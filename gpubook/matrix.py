@@ -1,4 +1,10 @@
-"""The verification matrix: one row per kernel, from the results files that replays wrote."""
+"""The verification matrix: one row per kernel, from the results files that replays wrote.
+
+A check case may carry a stress record, ``"stress": {"launches": N, "failures": k,
+"variants": V}`` (the kernel launched N times over V seeded inputs, outputs poisoned and
+compared each time), and ``runs_on`` names the archs a kernel was built for: a Hopper kernel
+built for ``["sm_90a"]`` alone has no sm_100a form.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +14,7 @@ from typing import Any
 from .results import load_runs
 
 ARCH_NAMES = {"sm_90a": "sm_90", "sm_100a": "sm_100"}
+HOPPER_ONLY = "sm_90a only — wgmma has no sm_100a form"
 
 
 def rows(directory: Path | str | None = None) -> list[dict[str, Any]]:
@@ -34,24 +41,55 @@ def rows_from(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     out = []
     for row in merged.values():
         ran = {a: e for a, e in row["by_arch"].items() if e["status"] != "not runnable"}
-        row["passed_on"] = {a: e["run"] for a, e in ran.items() if e["status"] == "passed"}
-        row["failed"] = [e for e in ran.values() if e["status"] in ("failed", "timeout", "error")]
+        row["passed_on"] = {a: e["run"] for a, e in ran.items()
+                            if e["status"] in ("passed", "trapped") and not stress_failures(e)}
+        row["failed"] = [e for e in ran.values()
+                         if e["status"] in ("failed", "timeout", "error") or stress_failures(e)]
         newest = sorted(ran.values() or row["by_arch"].values(), key=lambda e: e["run"]["date"])
         row["check"] = newest[-1] if newest else None
         out.append(row)
     return sorted(out, key=lambda r: (r["chapter"], r["name"]))
 
 
+def stress_failures(entry: dict[str, Any] | None) -> int:
+    """Launches of the stress run that disagreed with the expected output (0 without one)."""
+    stress = (entry or {}).get("stress") or {}
+    return int(stress.get("failures") or 0)
+
+
+def hopper_only(row: dict[str, Any]) -> bool:
+    """A kernel built for sm_90a alone (a wgmma kernel): it has no sm_100a form."""
+    return list(row.get("runs_on") or []) == ["sm_90a"]
+
+
 def tier(row: dict[str, Any]) -> str:
     """The strongest claim the newest results support for one kernel; failures come first."""
     if row["failed"]:
         e = row["failed"][0]
-        return f"{e['status'].upper()} on {ARCH_NAMES.get(e['run']['arch'], e['run']['arch'])}"
+        arch = ARCH_NAMES.get(e["run"]["arch"], e["run"]["arch"])
+        if e["status"] == "passed":  # the single check passed, the stress run did not
+            s = e["stress"]
+            return f"FAILED under stress on {arch} ({s['failures']} of {s['launches']} launches)"
+        return f"{e['status'].upper()} on {arch}"
+    if row["check"] and row["check"]["status"] == "trapped":
+        arch = row["check"]["run"]["arch"]
+        return f"trapped as expected on {ARCH_NAMES.get(arch, arch)}"
     if "sm_100a" in row["passed_on"]:
         return "passed on sm_100"
     if "sm_90a" in row["passed_on"]:
         return "passed on sm_90"
+    if hopper_only(row):
+        return "compiled for sm_90a — never run"
     return "compiled for sm_100a — never run"
+
+
+def stress(row: dict[str, Any]) -> str:
+    """The stress run of the newest check, in words ("—" where the replay ran none)."""
+    s = (row.get("check") or {}).get("stress")
+    if not s:
+        return "—"
+    return (f"{s['launches']} launches over {s['variants']} input variants: "
+            f"{s['failures']} {'failure' if s['failures'] == 1 else 'failures'}")
 
 
 def _sanitizer(check: dict[str, Any] | None) -> str:
@@ -93,3 +131,61 @@ def markdown(table_rows: list[dict[str, Any]]) -> str:
 def never_run(table_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Kernels that no replay has run anywhere (failures did run, and are reported as such)."""
     return [r for r in table_rows if not r["passed_on"] and not r["failed"]]
+
+
+def _sanitizer_short(check: dict[str, Any] | None) -> str:
+    if not check or not check.get("sanitizer"):
+        return ""
+    found = check["sanitizer"]
+    if all(v == "clean" for v in found.values()):
+        return f"{' and '.join(found)} clean"
+    return "; ".join(f"{k}: {v}" for k, v in found.items())
+
+
+def _verified(row: dict[str, Any]) -> str:
+    check = row["check"]
+    parts = [f"**{tier(row)}**"]
+    if check and check.get("status") != "not runnable":
+        parts.append(f"{check['run']['gpu'].replace('NVIDIA ', '')}, {check['run']['date']}")
+        if check.get("max_abs_error") is not None:
+            parts.append(f"max error {check['max_abs_error']:.3g}")
+        san = _sanitizer_short(check)
+        if san:
+            parts.append(san)
+    if hopper_only(row):
+        parts.append(HOPPER_ONLY)
+    return " · ".join(parts)
+
+
+def _speed(perf: dict[str, Any] | None) -> str:
+    t, pct = _time(perf)
+    if t == "not measured":
+        return t
+    return f"{t}, {pct} of peak" if pct != "—" else t
+
+
+CHAPTERS_DIR = Path(__file__).resolve().parent.parent / "chapters"
+
+
+def chapter_ref(chapter: str, chapters_dir: Path | str | None = None) -> str:
+    """A MyST link to a chapter (its title) where `chapters_dir` holds it, else its name in code."""
+    d = Path(chapters_dir) if chapters_dir is not None else CHAPTERS_DIR
+    return f"{{doc}}`{chapter}`" if (d / f"{chapter}.md").is_file() else f"`{chapter}`"
+
+
+def chapter_tables(table_rows: list[dict[str, Any]], chapters_dir: Path | str | None = None) -> str:
+    """The matrix as one narrow table per chapter (MyST): kernel, verification, speed, stress.
+
+    Each chapter's table opens with a link to the chapter where `chapters_dir` holds it.
+    """
+    out = []
+    by_chapter: dict[str, list[dict[str, Any]]] = {}
+    for r in table_rows:
+        by_chapter.setdefault(r["chapter"], []).append(r)
+    for chapter, rs in by_chapter.items():
+        out.append(f"**{chapter_ref(chapter, chapters_dir)}**\n")
+        out.append("| kernel | verified | time | stress |\n|---|---|---|---|")
+        for r in rs:
+            out.append(f"| `{r['name']}` | {_verified(r)} | {_speed(r['perf'])} | {stress(r)} |")
+        out.append("")
+    return "\n".join(out)

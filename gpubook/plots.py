@@ -1,8 +1,16 @@
-"""Figures drawn at build time from the book's own data: one palette, opaque white backgrounds."""
+"""Figures drawn at build time from the book's own data: one palette, opaque white backgrounds.
+
+Every figure is sized for the page: drawn about `PAGE_WIDTH_IN` inches wide with no text
+smaller than `MIN_FONT_PT`, it keeps its smallest label at 9 CSS pixels or more in the
+~600-pixel text column of a laptop screen. `png` records the smallest font of the figure in
+the PNG itself (tEXt `gpubook:min-font-px`), and the browser tests read it back to check the
+size each figure is shown at.
+"""
 
 from __future__ import annotations
 
-from typing import Sequence
+import math
+from typing import Any, Sequence
 
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
@@ -18,16 +26,30 @@ DTYPE_STYLES = {"bf16": "-", "fp16": "-", "fp8": "--"}
 X_RANGE = (1e-2, 1e4)  # FLOP per byte
 TERA = 1e12
 
+# Page geometry: figures are drawn this wide (inches) and never use a smaller font than this.
+PAGE_WIDTH_IN = 6.6
+MIN_FONT_PT = 8.0
+SIZES = {"tick": 8.5, "label": 9.5, "legend": 8.0, "note": 8.0, "title": 10.5}
+PNG_DPI = 144
 
-def _new_axes(ax: Axes | None, size: tuple[float, float] = (7.5, 4.8)) -> tuple[Figure, Axes]:
+
+def new_figure(width: float = PAGE_WIDTH_IN, height: float = 4.2) -> Figure:
+    """A bare white Figure (not pyplot's: a notebook shows it only where the chapter glues it)."""
+    fig = Figure(figsize=(width, height), dpi=110, facecolor="white")
+    fig.patch.set_alpha(1.0)
+    return fig
+
+
+def _new_axes(ax: Axes | None, size: tuple[float, float] = (PAGE_WIDTH_IN, 4.4)) -> tuple[Figure, Axes]:
     if ax is None:
-        # a bare Figure, not pyplot's: the notebook shows it only where the chapter glues it
-        fig = Figure(figsize=size, dpi=110, facecolor="white")
-        ax = fig.add_subplot()
+        ax = new_figure(*size).add_subplot()
     fig = ax.get_figure()
     fig.patch.set_facecolor("white")
     fig.patch.set_alpha(1.0)
     ax.set_facecolor("white")
+    ax.tick_params(labelsize=SIZES["tick"])
+    ax.xaxis.label.set_size(SIZES["label"])
+    ax.yaxis.label.set_size(SIZES["label"])
     return fig, ax
 
 
@@ -72,7 +94,7 @@ def plot_roofline(gpus: Sequence[GPU], points: Sequence[Point] = (), ax: Axes | 
     for label, x in marks:
         ax.axvline(x, color=PALETTE["grey"], lw=0.8, ls=":", zorder=0)
         ax.annotate(label, (x, 1.02), xycoords=("data", "axes fraction"), rotation=90,
-                    fontsize=7.5, color=PALETTE["grey"], ha="center", va="bottom")
+                    fontsize=SIZES["note"], color=PALETTE["grey"], ha="center", va="bottom")
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xlim(x0, x1)
@@ -82,11 +104,11 @@ def plot_roofline(gpus: Sequence[GPU], points: Sequence[Point] = (), ax: Axes | 
     ax.set_ylabel("performance (TFLOP/s)")
     ax.grid(True, which="major", color="#dddddd", lw=0.6)
     if note:
-        ax.text(0.5, 0.5, note, transform=ax.transAxes, ha="center", va="center", fontsize=11,
+        ax.text(0.5, 0.5, note, transform=ax.transAxes, ha="center", va="center", fontsize=10,
                 color=PALETTE["grey"], bbox=dict(boxstyle="round", fc="white", ec=PALETTE["grey"]))
     if title:
-        ax.set_title(title, fontsize=10, pad=40 if marks else 6)
-    ax.legend(loc="lower right", fontsize=7.5, frameon=True, facecolor="white", framealpha=1.0)
+        ax.set_title(title, fontsize=SIZES["title"], pad=48 if marks else 6)
+    ax.legend(loc="lower right", fontsize=SIZES["legend"], frameon=True, facecolor="white", framealpha=1.0)
     fig.tight_layout()
     return fig
 
@@ -94,41 +116,100 @@ def plot_roofline(gpus: Sequence[GPU], points: Sequence[Point] = (), ax: Axes | 
 def plot_bytes_in_flight(gpus: Sequence[GPU], latency_ns: Sequence[float], ax: Axes | None = None,
                          mark_ns: float | None = None) -> Figure:
     """Bytes each SM must keep in flight to reach HBM peak, against an assumed memory latency."""
-    fig, ax = _new_axes(ax, size=(6.5, 3.8))
+    fig, ax = _new_axes(ax, size=(PAGE_WIDTH_IN, 3.8))
     for gpu in gpus:
         kb = [gpu.hbm_bandwidth * t * 1e-9 / gpu.sms / 1024 for t in latency_ns]
         ax.plot(latency_ns, kb, color=_color(gpu), lw=2, label=f"{gpu.name}", gid=f"inflight-{gpu.name}")
     if mark_ns is not None:
         ax.axvline(mark_ns, color=PALETTE["grey"], ls=":", lw=1)
         ax.annotate("assumed latency", (mark_ns, 0.97), xycoords=("data", "axes fraction"),
-                    xytext=(4, 0), textcoords="offset points", fontsize=8, color=PALETTE["grey"],
+                    xytext=(4, 0), textcoords="offset points", fontsize=SIZES["note"], color=PALETTE["grey"],
                     va="top")
     ax.set_xlabel("memory latency (ns, assumed)")
     ax.set_ylabel("bytes in flight per SM (KiB)")
     ax.set_xlim(min(latency_ns), max(latency_ns))
     ax.set_ylim(0, None)
     ax.grid(True, color="#dddddd", lw=0.6)
-    ax.legend(loc="upper left", fontsize=8, facecolor="white")
+    ax.legend(loc="upper left", fontsize=SIZES["legend"], facecolor="white")
     fig.tight_layout()
     return fig
 
 
-def png(fig: Figure, dpi: int = 144):
-    """The figure as an IPython PNG image on an opaque white background, ready for myst-nb glue."""
+def drawn_font_sizes(fig: Figure, dpi: int = PNG_DPI) -> list[float]:
+    """The font size (points) of every non-empty text the figure draws, in drawing order."""
     import io
 
+    from matplotlib.backends.backend_agg import RendererAgg
+
+    sizes: list[float] = []
+    original = RendererAgg.draw_text
+
+    def record(self, gc, x, y, s, prop, angle, ismath=False, mtext=None):  # noqa: ANN001
+        if str(s).strip():
+            sizes.append(float(prop.get_size_in_points()))
+        return original(self, gc, x, y, s, prop, angle, ismath=ismath, mtext=mtext)
+
+    RendererAgg.draw_text = record
+    try:
+        fig.savefig(io.BytesIO(), format="png", dpi=dpi, facecolor="white", bbox_inches="tight")
+    finally:
+        RendererAgg.draw_text = original
+    return sizes
+
+
+def png_bytes(fig: Figure, dpi: int = PNG_DPI) -> bytes:
+    """The figure as PNG bytes on an opaque white background, with its smallest font recorded.
+
+    The PNG carries tEXt chunks `gpubook:min-font-pt`, `gpubook:dpi` and `gpubook:min-font-px`
+    (the smallest text in pixels of the image itself), so a reader of the page can tell how
+    large that text appears once the image is scaled to the page.
+    """
+    import io
+
+    sizes = drawn_font_sizes(fig, dpi)
+    meta = {"Software": "gpubook.plots", "gpubook:dpi": str(dpi)}
+    if sizes:
+        meta["gpubook:min-font-pt"] = f"{min(sizes):.2f}"
+        meta["gpubook:min-font-px"] = f"{min(sizes) * dpi / 72:.2f}"
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=dpi, facecolor="white", transparent=False, bbox_inches="tight",
+                metadata=meta)
+    return buf.getvalue()
+
+
+def show_figures_as_book_pngs() -> bool:
+    """In a notebook, display every matplotlib Figure through `png_bytes`, so a figure drawn with
+    pyplot in a chapter records its smallest font like the book's own plots. Returns whether a
+    notebook was there to set up."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    ip = get_ipython()
+    if ip is None or not hasattr(ip, "display_formatter"):
+        return False
+    try:
+        # the inline backend registers its own PNG writer when first imported: import it first,
+        # so that ours, registered after it, is the one that stays
+        import matplotlib_inline.backend_inline  # noqa: F401
+    except ImportError:
+        pass
+    ip.display_formatter.formatters["image/png"].for_type(Figure, png_bytes)
+    return True
+
+
+def png(fig: Figure, dpi: int = PNG_DPI):
+    """The figure as an IPython PNG image (see `png_bytes`), ready for myst-nb glue or display."""
     from IPython.display import Image
 
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=dpi, facecolor="white", transparent=False, bbox_inches="tight")
-    return Image(data=buf.getvalue(), format="png")
+    return Image(data=png_bytes(fig, dpi), format="png")
 
 
 def plot_bandwidth(points: Sequence[Point], gpus: Sequence[GPU] = (), ax: Axes | None = None,
                    note: str | None = None) -> Figure:
     """Horizontal bars of the HBM bandwidth each run reached, against its GPU's peak."""
-    fig, ax = _new_axes(ax, size=(6.5, 3.8))
     runs = [p for p in points if p.bandwidth]
+    fig, ax = _new_axes(ax, size=(PAGE_WIDTH_IN, 1.6 + 0.55 * max(len(runs), 3)))
     for g in gpus:
         ax.axvline(g.hbm_bandwidth / TERA, color=_color(g), lw=1, ls="--", zorder=0,
                    label=f"{g.name} HBM peak, {g.hbm_bandwidth / TERA:.2f} TB/s", gid=f"hbm-{g.name}")
@@ -141,10 +222,11 @@ def plot_bandwidth(points: Sequence[Point], gpus: Sequence[GPU] = (), ax: Axes |
                     gid=f"peak-{p.label}")
             ax.annotate(f"{100 * p.bandwidth / hw.hbm_bandwidth:.0f}%", (p.bandwidth / TERA, i),
                         xytext=(-4, 0), textcoords="offset points", ha="right", va="center",
-                        fontsize=7.5, color="white")
+                        fontsize=SIZES["note"], color="white")
     ax.set_yticks(range(len(runs)))
-    ax.set_yticklabels([f"{p.label}\n{p.gpu.replace('NVIDIA ', '')}, {p.date}" for p in runs], fontsize=7)
-    ax.set_ylim(len(runs) + 0.5, -0.7)  # top to bottom, with room for the legend below
+    ax.set_yticklabels([f"{p.label}\n{p.gpu.replace('NVIDIA ', '')}, {p.date}" for p in runs],
+                       fontsize=SIZES["legend"])
+    ax.set_ylim(len(runs) - 0.4, -1.5 if gpus else -0.6)  # top to bottom, a free band on top for the legend
     peaks = [p.hardware.hbm_bandwidth / TERA for p in runs if p.hardware is not None]
     peaks += [g.hbm_bandwidth / TERA for g in gpus]
     ax.set_xlim(0, max(peaks + [p.bandwidth / TERA for p in runs] + [1.0]) * 1.08)
@@ -153,23 +235,131 @@ def plot_bandwidth(points: Sequence[Point], gpus: Sequence[GPU] = (), ax: Axes |
     if note or not runs:
         ax.set_yticks([])
         ax.text(0.5, 0.5, note or "no measurement yet", transform=ax.transAxes, ha="center",
-                va="center", fontsize=11, color=PALETTE["grey"],
+                va="center", fontsize=10, color=PALETTE["grey"],
                 bbox=dict(boxstyle="round", fc="white", ec=PALETTE["grey"]))
     if gpus:
-        ax.legend(loc="lower left", fontsize=7.5, facecolor="white", framealpha=1.0)
+        ax.legend(loc="upper right", ncol=max(1, len(gpus)), fontsize=SIZES["legend"],
+                  facecolor="white", framealpha=1.0)
     fig.tight_layout()
     return fig
 
 
 def plot_measured(points: Sequence[Point], gpus: Sequence[GPU], note: str | None = None) -> Figure:
-    """Measured runs: runs with FLOPs on the roofline (left), every run's bandwidth (right)."""
-    fig = Figure(figsize=(12, 4.8), dpi=110, facecolor="white")
-    left, right = fig.subplots(1, 2, gridspec_kw={"width_ratios": [1.25, 1]})
+    """Measured runs, one panel above the other so each keeps the page's width: runs with FLOPs
+    on the roofline (top), every run's bandwidth (bottom)."""
+    runs = [p for p in points if p.bandwidth]
+    bars_h = 1.6 + 0.55 * max(len(runs), 3)
+    fig = new_figure(PAGE_WIDTH_IN, 4.6 + bars_h)
+    top, bottom = fig.subplots(2, 1, gridspec_kw={"height_ratios": [4.6, bars_h]})
     with_flops = [p for p in points if p.intensity is not None]
-    plot_roofline(gpus, points=with_flops, ax=left,
+    plot_roofline(gpus, points=with_flops, ax=top,
                   note=note or (None if with_flops else "no measured run counts FLOPs yet"))
-    left.set_title("runs that count FLOPs, on the roofline", fontsize=10)
-    plot_bandwidth(points, gpus=gpus, ax=right, note=note)
-    right.set_title("bandwidth reached, every run that counts bytes", fontsize=10)
+    top.set_title("runs that count FLOPs, on the roofline", fontsize=SIZES["title"])
+    plot_bandwidth(points, gpus=gpus, ax=bottom, note=note)
+    bottom.set_title("bandwidth reached, every run that counts bytes", fontsize=SIZES["title"])
+    fig.tight_layout(h_pad=1.5)
+    return fig
+
+
+def plot_capacity(names: Sequence[str], values: dict[str, Sequence[float]], xlabel: str = "bytes",
+                  missing: str = "{gpu}: none") -> Figure:
+    """Grouped horizontal bars on a log axis: one group per name, one bar per GPU in `values`.
+
+    A zero value has no bar on a log axis; `missing` is written where it would be.
+    """
+    fig, ax = _new_axes(None, size=(PAGE_WIDTH_IN, 0.8 + 0.62 * len(names)))
+    gpus = list(values)
+    h = 0.8 / max(len(gpus), 1)
+    positive = [v for vs in values.values() for v in vs if v]
+    for n, gpu in enumerate(gpus):
+        offset = (n - (len(gpus) - 1) / 2) * h
+        color = GPU_COLORS.get(gpu, list(PALETTE.values())[n % len(PALETTE)])
+        ys = [i + offset for i in range(len(names))]
+        vals = [v if v else math.nan for v in values[gpu]]
+        ax.barh(ys, vals, height=h, color=color, label=gpu, gid=f"capacity-{gpu}")
+        for y, v in zip(ys, values[gpu]):
+            if not v:
+                ax.text(min(positive) * 1.3, y, missing.format(gpu=gpu), va="center",
+                        fontsize=SIZES["note"], color=PALETTE["black"])
+    ax.set_yticks(list(range(len(names))), list(names))
+    ax.set_xscale("log")
+    ax.set_xlim(min(positive) / 2, max(positive) * 4)
+    ax.set_xlabel(xlabel)
+    ax.invert_yaxis()
+    ax.grid(True, axis="x", color="#dddddd", lw=0.6)
+    ax.set_axisbelow(True)
+    # the top groups (per-SM stores) are short bars: the legend sits in the empty space right of them
+    ax.legend(loc="upper right", fontsize=SIZES["legend"], facecolor="white", framealpha=1.0)
     fig.tight_layout()
     return fig
+
+
+def ownership_grid(owner: Sequence[Sequence[int]], label: Sequence[Sequence[str]] | None = None,
+                   title: str = "", xlabel: str = "column", ylabel: str = "row", cell: float = 0.5,
+                   fontsize: float | None = None, width: float = PAGE_WIDTH_IN) -> Figure:
+    """A grid of a tile's elements, each filled by the colour of its `owner` and written with `label`.
+
+    Cells are at most `cell` inches and the figure at most `width` inches wide; labels take the
+    largest size (up to `fontsize`, 9 pt by default) that fits their cell, never less than
+    `MIN_FONT_PT`: a grid too wide for that is cut into bands of columns drawn one above the
+    other (columns 0-15, then 16-31, ...), each with its own column numbers.
+    """
+    from matplotlib.colors import BoundaryNorm, ListedColormap
+
+    from .layouts import PALETTE as FILLS
+
+    rows, cols = len(owner), len(owner[0])
+    texts = [str(s) for row in label for s in row] if label is not None else []
+    longest = max((len(line) for s in texts for line in s.split("\n")), default=1) or 1
+    lines = max((s.count("\n") + 1 for s in texts), default=1)
+    cap = max(fontsize or 9.0, MIN_FONT_PT)
+    margin = 0.9  # inches: row numbers and the row label
+
+    def fit(n: int) -> tuple[float, float]:
+        c = min(cell, (width - margin) / n)
+        pt = c * 72
+        return c, min(cap, 0.85 * pt / (0.64 * longest), 0.8 * pt / (1.25 * lines))
+
+    bands = 1
+    c, font = fit(cols)
+    while texts and font < MIN_FONT_PT and cols % (2 * bands) == 0 and cols // (2 * bands) >= 4:
+        bands *= 2
+        c, font = fit(cols // bands)
+    per = cols // bands
+    band_h = rows * c
+    fig = new_figure(per * c + margin, bands * (band_h + 0.45) + (0.45 if title else 0.1) + 0.2)
+    axes = fig.subplots(bands, 1, squeeze=False)[:, 0]
+    n = len(FILLS)
+    cmap, norm = ListedColormap(FILLS), BoundaryNorm([i - 0.5 for i in range(n + 1)], n)
+    step_c = 1 if per <= 16 else 8
+    step_r = 1 if rows <= 16 else 8
+    for b, ax in enumerate(axes):
+        c0 = b * per
+        colours = [[int(owner[r][c0 + k]) % n for k in range(per)] for r in range(rows)]
+        ax.set_facecolor("white")
+        ax.pcolormesh(range(per + 1), range(rows + 1), colours, cmap=cmap, norm=norm,
+                      edgecolors="#555555", linewidth=0.4)
+        if label is not None:
+            for r in range(rows):
+                for k in range(per):
+                    ax.text(k + 0.5, r + 0.5, str(label[r][c0 + k]), ha="center", va="center",
+                            fontsize=font, color="black", linespacing=1.05)
+        ax.set_xlim(0, per)
+        ax.set_ylim(rows, 0)
+        ax.set_aspect("equal")
+        ax.set_xticks([k + 0.5 for k in range(0, per, step_c)], [str(c0 + k) for k in range(0, per, step_c)])
+        ax.set_yticks([r + 0.5 for r in range(0, rows, step_r)], [str(r) for r in range(0, rows, step_r)])
+        ax.tick_params(length=0, labelsize=SIZES["tick"], colors="black")
+        ax.xaxis.tick_top()
+        ax.xaxis.set_label_position("top")
+        ax.set_xlabel(xlabel if b == 0 else f"{xlabel}, continued", fontsize=SIZES["label"], color="black")
+        ax.set_ylabel(ylabel, fontsize=SIZES["label"], color="black")
+        for side in ax.spines.values():
+            side.set_visible(False)
+    if title:
+        axes[0].set_title(title, fontsize=SIZES["title"], color="black", pad=10)
+    fig.tight_layout(h_pad=0.8)
+    return fig
+
+
+show_figures_as_book_pngs()

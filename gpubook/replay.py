@@ -18,23 +18,36 @@ from typing import Any
 from .signature import Param
 
 SANITIZER_TOOLS = ("memcheck", "racecheck")
+# 2: stress records, per-repeat samples, flush and dtype of perf cases, self-test statuses.
+RESULTS_FORMAT = 2
 CASE_KEYS = ("case", "chapter", "name", "kind", "runs_on", "fingerprint")
+# Statuses that make a replay fail; "failed as expected" is a self-test doing its job.
+BAD_STATUSES = ("failed", "timeout", "error", "passed unexpectedly")
 
 
 def load_case(case_dir: Path) -> dict[str, Any]:
     """A case's metadata, with its parameters as Param objects under 'param_objs'."""
+    from .export import FORMAT_VERSION
+
     meta = json.loads((case_dir / "case.json").read_text())
+    if meta.get("format", 1) > FORMAT_VERSION:
+        raise RuntimeError(f"{case_dir.name} was exported in format {meta['format']}; this gpubook "
+                           f"reads up to format {FORMAT_VERSION}: update it on this host")
     meta["param_objs"] = [Param.from_json(p) for p in meta["params"]]
     meta["case"] = case_dir.name
     return meta
 
 
-def run_case(case_dir: Path, timing: bool = True) -> dict[str, Any]:
-    """Run one case in this process and return its result record (raises nothing on mismatch)."""
+def run_case(case_dir: Path, timing: bool = True, stress: bool = True) -> dict[str, Any]:
+    """Run one case in this process and return its result record (raises nothing on mismatch).
+
+    `timing=False` skips performance cases; `stress=False` skips a check's stress launches
+    (the compute-sanitizer runs check one launch).
+    """
     import torch
 
     from . import runtime
-    from .bench import BASELINES, Timing, random_args, time_fn
+    from .bench import measure
     from .check import CheckError, run_and_compare
     from .hardware import gpu_for
 
@@ -42,6 +55,10 @@ def run_case(case_dir: Path, timing: bool = True) -> dict[str, Any]:
     arch = runtime.local_arch()
     rec: dict[str, Any] = {k: meta.get(k) for k in CASE_KEYS}
     rec.update(bytes=meta.get("bytes"), flops=meta.get("flops"), baseline=meta.get("baseline"))
+    if meta["kind"] == "perf":
+        rec.update(dtype=meta.get("dtype"), flush=meta.get("flush", "read"))
+    if meta.get("expect") == "fail":
+        rec["expect"] = "fail"
     if arch not in meta["runs_on"]:
         rec.update(status="not runnable", message=f"not runnable on {arch}")
         return rec
@@ -54,39 +71,50 @@ def run_case(case_dir: Path, timing: bool = True) -> dict[str, Any]:
         return rec
     if meta["kind"] == "check":
         data = torch.load(case_dir / "tensors.pt")
-        args = [
-            torch.empty(p.shape, dtype=getattr(torch, p.dtype), device=runtime.DEVICE) if a is None
-            else a.to(runtime.DEVICE) for p, a in zip(meta["param_objs"], data["args"])
-        ]
+        n_stress = meta.get("stress", 0) if stress else 0
+        variants = [(v["args"], v["expected"]) for v in data.get("variants", [])]
         try:
-            abs_err, rel_err = run_and_compare(launcher, args, meta["outputs"], data["expected"],
-                                               meta["tolerances"])
+            outcome = run_and_compare(launcher, data["args"], meta["outputs"], data["expected"],
+                                      meta["tolerances"], stress=n_stress, variants=variants)
         except CheckError as err:
             rec.update(status="failed", message=str(err))
+            if err.stress is not None:
+                rec["stress"] = err.stress
+            if meta.get("expect") == "fail" and (meta.get("expect_message") or "") in str(err):
+                rec["status"] = "failed as expected"
             return rec
-        rec.update(status="passed", max_abs_error=abs_err, max_rel_error=rel_err)
+        rec.update(status="passed", max_abs_error=outcome.max_abs_error,
+                   max_rel_error=outcome.max_rel_error)
+        if outcome.stress is not None:
+            rec["stress"] = outcome.stress
+        if meta.get("expect") == "fail":
+            rec.update(status="passed unexpectedly",
+                       message=f"a self-test that must fail ({meta.get('expect_message')}) passed")
         return rec
     if not timing:
         rec.update(status="skipped", message="timing disabled")
         return rec
-    args = random_args(meta["param_objs"])
-    ms = time_fn(lambda: launcher(*args))
-    base = meta.get("baseline")
-    base_ms = time_fn(lambda: BASELINES[base](*args)) if base else None
-    t = Timing(meta["name"], "measured", gpu=runtime.local_gpu_name(), ms=ms,
-                     bytes=meta.get("bytes"), flops=meta.get("flops"), baseline_ms=base_ms)
+    t = measure(launcher, meta["name"], bytes=meta.get("bytes"), flops=meta.get("flops"),
+                baseline=meta.get("baseline"), dtype=meta.get("dtype"),
+                flush=meta.get("flush", "read"), warmup=meta.get("warmup", 10),
+                repeat=meta.get("repeat", 50))
     gpu_for(t.gpu)  # fails loudly for a GPU the hardware table does not know
-    rec.update(status="measured", ms=ms, baseline_ms=base_ms, bandwidth=t.bandwidth,
-               flop_rate=t.flop_rate, percent_of_peak=t.percent_of_peak())
+    rec.update(status="measured", ms=t.ms, baseline_ms=t.baseline_ms, bandwidth=t.bandwidth,
+               flop_rate=t.flop_rate, percent_of_peak=t.percent_of_peak(),
+               percent_of_bandwidth=t.percent_of_bandwidth(), percent_of_flops=t.percent_of_flops(),
+               samples=t.samples, baseline_samples=t.baseline_samples)
     return rec
 
 
 def _child(case_dir: Path, out_json: Path, timing: bool, timeout: float,
-           wrapper: list[str] | None = None) -> tuple[dict[str, Any] | None, str, bool]:
+           wrapper: list[str] | None = None,
+           stress: bool = True) -> tuple[dict[str, Any] | None, str, bool]:
     """Run one case in a child process; returns (record or None, output, timed out)."""
     cmd = [sys.executable, "-m", "gpubook", "replay-case", str(case_dir), "--json", str(out_json)]
     if not timing:
         cmd.append("--no-timing")
+    if not stress:
+        cmd.append("--no-stress")
     cmd = (wrapper or []) + cmd
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
@@ -96,8 +124,8 @@ def _child(case_dir: Path, out_json: Path, timing: bool, timeout: float,
         return None, str(out)[-4000:], True
     out = proc.stdout + proc.stderr
     rec = json.loads(out_json.read_text()) if out_json.exists() else None
-    if rec is None:
-        return None, out[-4000:], False
+    if rec is None:  # keep the head too: a device printf report comes before the traceback
+        return None, (out if len(out) <= 8000 else out[:4000] + "\n…\n" + out[-4000:]), False
     return rec, out, False
 
 
@@ -118,7 +146,7 @@ def _sanitize(case_dir: Path, work: Path, timeout: float) -> dict[str, str]:
     for tool in SANITIZER_TOOLS:
         out_json = work / f"{case_dir.name}.{tool}.json"
         wrapper = [exe, "--tool", tool, "--error-exitcode", "0", "--target-processes", "all"]
-        rec, out, timed_out = _child(case_dir, out_json, False, timeout * 10, wrapper)
+        rec, out, timed_out = _child(case_dir, out_json, False, timeout * 10, wrapper, stress=False)
         n = _sanitizer_errors(out)
         if timed_out:
             verdicts[tool] = "timeout"
@@ -134,8 +162,15 @@ def _sanitize(case_dir: Path, work: Path, timeout: float) -> dict[str, str]:
 
 
 def replay(export_dir: Path, results: Path | None, sanitize: bool, timeout: float,
-           only: str | None = None) -> int:
-    """Replay every case under export_dir/cases; write the results file; return the exit code."""
+           only: str | None = None, jobs: int = 1) -> int:
+    """Replay every case under export_dir/cases; write the results file; return the exit code.
+
+    Check cases (and their sanitizer runs) go through `jobs` child processes at a time; timed
+    cases run afterwards, one at a time, on an otherwise idle GPU. The results file is rewritten
+    after every case, so a replay stopped part-way still leaves what it established.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
     from . import runtime
 
     arch = runtime.local_arch()
@@ -146,40 +181,91 @@ def replay(export_dir: Path, results: Path | None, sanitize: bool, timeout: floa
 
     work = export_dir / "work"
     work.mkdir(exist_ok=True)
-    records = []
-    for case_dir in sorted(p for p in (export_dir / "cases").iterdir() if p.is_dir()):
-        if only and not re.search(only, case_dir.name):
-            continue
-        out_json = work / f"{case_dir.name}.json"
-        out_json.unlink(missing_ok=True)
-        rec, out, timed_out = _child(case_dir, out_json, True, timeout)
-        if rec is None:
-            meta = load_case(case_dir)
-            rec = {k: meta.get(k) for k in CASE_KEYS}
-            rec.update(status="timeout" if timed_out else "error",
-                       message=(f"stopped after {timeout:g} s" if timed_out else out.strip()[-1500:]))
-        if sanitize and rec["status"] == "passed":
-            rec["sanitizer"] = _sanitize(case_dir, work, timeout)
-        records.append(rec)
-        print(_line(rec), flush=True)
+    cases = [p for p in sorted((export_dir / "cases").iterdir()) if p.is_dir()
+             and (not only or re.search(only, p.name))]
+    checks = [c for c in cases if load_case(c)["kind"] == "check"]
+    timed = [c for c in cases if c not in checks]
     run = {
         "gpu": torch.cuda.get_device_name(0), "arch": arch,
         "date": _dt.date.today().isoformat(), "torch": torch.__version__,
         "sanitizer": list(SANITIZER_TOOLS) if sanitize else [],
     }
-    doc = {"format": 1, "run": run, "cases": records}
-    if results is not None:
-        results.parent.mkdir(parents=True, exist_ok=True)
-        results.write_text(json.dumps(doc, indent=1) + "\n")
+    done: dict[str, dict[str, Any]] = {}
+
+    def write() -> dict[str, Any]:
+        doc = {"format": RESULTS_FORMAT, "run": run,
+               "cases": [done[c.name] for c in cases if c.name in done]}
+        if results is not None:
+            results.parent.mkdir(parents=True, exist_ok=True)
+            results.write_text(json.dumps(doc, indent=1) + "\n")
+        return doc
+
+    def one(case_dir: Path) -> dict[str, Any]:
+        out_json = work / f"{case_dir.name}.json"
+        out_json.unlink(missing_ok=True)
+        rec, out, timed_out = _child(case_dir, out_json, True, timeout)
+        meta = load_case(case_dir)
+        if meta.get("expect") == "trap":
+            rec = judge_trap(meta, rec, out, timed_out, timeout)
+        elif rec is None:
+            rec = {k: meta.get(k) for k in CASE_KEYS}
+            rec.update(status="timeout" if timed_out else "error",
+                       message=(f"stopped after {timeout:g} s" if timed_out else out.strip()[-1500:]))
+        if sanitize and rec["status"] in ("passed", "failed as expected"):
+            rec["sanitizer"] = _sanitize(case_dir, work, timeout)
+        return rec
+
+    def finish(case_dir: Path, rec: dict[str, Any]) -> None:
+        done[case_dir.name] = rec
+        print(_line(rec), flush=True)
+        write()
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        for case_dir, rec in zip(checks, pool.map(one, checks)):
+            finish(case_dir, rec)
+    for case_dir in timed:
+        finish(case_dir, one(case_dir))
+    doc = write()
+    records = doc["cases"]
     print(summary(doc))
     return exit_code(records)
 
 
+# How a device trap surfaces in the child: the CUDA error the next synchronisation raises.
+TRAP_ERRORS = re.compile(r"unspecified launch failure|illegal instruction|CUDA error|cudaError", re.I)
+
+
+def judge_trap(meta: dict[str, Any], rec: dict[str, Any] | None, out: str, timed_out: bool,
+               timeout: float) -> dict[str, Any]:
+    """The record of a case expected to trap: 'trapped' only if it died of a CUDA error
+    with the expected report in its output; a run that completes, hangs or dies otherwise fails."""
+    if rec is not None and rec.get("status") == "not runnable":
+        return rec
+    res = {k: meta.get(k) for k in CASE_KEYS}
+    res["expect"] = "trap"
+    pattern = meta.get("expect_message")
+    if timed_out:
+        res.update(status="timeout", message=f"expected a trap; still running after {timeout:g} s")
+    elif rec is not None:
+        res.update(status="failed", message=f"expected a trap; the kernel completed ({rec.get('status')})")
+    elif not TRAP_ERRORS.search(out):
+        res.update(status="failed", message="expected a trap; the case failed without a CUDA error:\n"
+                   + out.strip()[-1500:])
+    elif pattern and not re.search(pattern, out):
+        res.update(status="failed", message=f"trapped, but no output matches /{pattern}/:\n"
+                   + out.strip()[-1500:])
+    else:
+        shown = [ln for ln in out.splitlines() if pattern and re.search(pattern, ln)]
+        first_error = next((ln for ln in out.splitlines() if TRAP_ERRORS.search(ln)), "")
+        res.update(status="trapped", message="\n".join(shown[:4] + [first_error.strip()[:300]]))
+    return res
+
+
 def exit_code(records: list[dict[str, Any]]) -> int:
     """1 if any case failed, hung, broke, or drew a sanitizer complaint; else 0."""
-    bad = [r for r in records if r["status"] in ("failed", "timeout", "error")]
+    bad = [r for r in records if r["status"] in BAD_STATUSES]
     dirty = [r for r in records
-             if r.get("sanitizer")
+             if r.get("sanitizer") and r["status"] != "failed as expected"
              and any(v not in ("clean", "not available") for v in r["sanitizer"].values())]
     return 1 if bad or dirty else 0
 
@@ -192,6 +278,9 @@ def _line(rec: dict[str, Any]) -> str:
         s += f"  {rec['ms'] * 1e3:.1f} us"
         if rec.get("percent_of_peak") is not None:
             s += f" ({rec['percent_of_peak']:.0f}% of peak)"
+    if rec.get("stress"):
+        st = rec["stress"]
+        s += f"  stress {st['failures']}/{st['launches']} failed"
     if rec.get("sanitizer"):
         s += "  sanitizer " + ", ".join(f"{k}: {v}" for k, v in rec["sanitizer"].items())
     if rec.get("message") and rec["status"] not in ("passed", "measured"):
@@ -209,7 +298,7 @@ def summary(doc: dict[str, Any]) -> str:
     return f"replay on {run['gpu']} ({run['arch']}), {run['date']}: {parts}"
 
 
-def main_case(case_dir: str, out_json: str, timing: bool) -> int:
-    rec = run_case(Path(case_dir), timing=timing)
+def main_case(case_dir: str, out_json: str, timing: bool, stress: bool = True) -> int:
+    rec = run_case(Path(case_dir), timing=timing, stress=stress)
     Path(out_json).write_text(json.dumps(rec))
     return 0

@@ -31,20 +31,61 @@ PTX_PATTERNS: list[tuple[str, str]] = [
     ("tcgen05.alloc", r"tcgen05\.alloc\."),
     ("tcgen05.commit", r"tcgen05\.commit\."),
 ]
-# PTX that only a Blackwell datacenter GPU (sm_100a) can run.
+# PTX that no Hopper GPU can run: tcgen05 (tensor memory and its MMA) and cta_group::2 need
+# sm_100a; cluster launch control needs sm_100 (only its .multicast::cluster::all form needs
+# sm_100a).
 BLACKWELL_ONLY = re.compile(r"\b(?:tcgen05\.|clusterlaunchcontrol\.)|cta_group::2")
+_FEATURES = (
+    ("tcgen05.", "tcgen05 (sm_100a)"),
+    ("cta_group::2", "cta_group::2 (sm_100a)"),
+    ("clusterlaunchcontrol.", "cluster launch control (sm_100; its multicast form sm_100a)"),
+)
+
+
+def blackwell_only_features(ptx: str) -> list[str]:
+    """The features of `ptx` that keep it off Hopper, described with the arch each needs."""
+    found = {m.group(0) for m in BLACKWELL_ONLY.finditer(ptx)}
+    return [desc for key, desc in _FEATURES if any(f.startswith(key) for f in found)]
+
+
+# A label in front of an instruction ("$L__BB0_2:", "LAB_WAIT:"), but not a state space
+# such as "shared::cta" (identifiers hold no '.', and '::' is no label).
+_PTX_LABEL = re.compile(r"^[A-Za-z_$%][\w$]*\s*:(?!:)\s*")
+_PTX_PREDICATE = re.compile(r"^@!?%?[\w$]+\s+")  # "@%p1 ", "@!%p1 ", "@p " (inline asm)
+
+
+def ptx_instructions(ptx: str) -> list[str]:
+    """Every instruction of PTX text, one string each, labels and guard predicates removed.
+
+    Comments are dropped; statements are split on ';' and on braces, so that inline-assembly
+    blocks (`{ .reg .pred p; setp...; @p tcgen05.commit...; }`) and labelled instructions
+    (`$L__BB0_2: bar.sync 0;`, on one line or two) each count once. Directives (`.reg`,
+    `.param`, ...) and the operand fragments of vector braces (`{%f1, %f2}`) are not
+    instructions.
+    """
+    text = re.sub(r"/\*.*?\*/", " ", ptx, flags=re.S)
+    text = "\n".join(ln.split("//")[0] for ln in text.splitlines())
+    out = []
+    for st in re.split(r"[;{}]", text):
+        st = st.strip()
+        while (m := _PTX_LABEL.match(st)) is not None:
+            st = st[m.end():]
+        m = _PTX_PREDICATE.match(st)
+        if m is not None:
+            st = st[m.end():]
+        st = st.strip()
+        if st and st[0] not in ".%,[" and not st[0].isdigit() and not st.startswith("-"):
+            out.append(st)
+    return out
 
 
 def count_ptx(ptx: str, patterns: list[tuple[str, str]] = PTX_PATTERNS) -> dict[str, int]:
-    """Static counts of instruction families in PTX (instruction lines only, comments dropped)."""
-    # Inline assembly arrives as `{ .reg .pred p; setp...; tcgen05.mma...; }` on one line:
-    # split statements on ';' and braces so that each instruction is matched on its own.
-    stmts = re.split(r"[;{}]", "\n".join(ln.split("//")[0] for ln in ptx.splitlines()))
-    body = [st.strip() for st in stmts if st.strip() and not st.strip().startswith(".")]
+    """Static counts of instruction families in PTX: instructions, not lines (see ptx_instructions)."""
+    body = ptx_instructions(ptx)
     counts = {}
     for label, rx in patterns:
-        pat = re.compile(r"^(?:@!?%\w+\s+)?" + rx)
-        counts[label] = sum(1 for ln in body if pat.search(ln))
+        pat = re.compile(rx)
+        counts[label] = sum(1 for ins in body if pat.match(ins))
     return counts
 
 

@@ -1,19 +1,29 @@
 """Read the verification results that `python -m gpubook replay` wrote on GPU hosts.
 
 A results file `results/<date>-<gpu>.json` holds one run:
-{"format": 1,
+{"format": 2,
  "run": {"gpu": "NVIDIA H200", "arch": "sm_90a", "date": "YYYY-MM-DD", "torch": "...",
          "sanitizer": ["memcheck", "racecheck"] or []},
  "cases": [{"case": slug, "chapter": str, "name": str, "kind": "check" | "perf",
             "fingerprint": str (hash of the kernel's TIRx script),
             "runs_on": [arch, ...],
-            "status": "passed" | "failed" | "not runnable" | "timeout" | "error" | "measured",
+            "status": "passed" | "failed" | "not runnable" | "timeout" | "error" | "measured"
+                      | "failed as expected" | "passed unexpectedly" (the last two: self-tests),
+                      | "trapped" (a case marked expect="trap" ended in the expected device trap),
             "max_abs_error": float | null, "max_rel_error": float | null,
+            "stress": {"launches": int, "failures": int, "variants": int,
+                       "first_failure": str | null, "out_of_bounds": [str] (only when any)}
+                      (checks with stress=N only),
             "ms": float | null, "bytes": float | null, "flops": float | null,
+            "dtype": str | null (what the FLOPs count in), "flush": "read" | "write" | "none",
+            "samples": [ms, ...], "baseline_samples": [ms, ...] (every timed repeat),
             "bandwidth": float | null, "flop_rate": float | null, "percent_of_peak": float | null,
+            "percent_of_bandwidth": float | null, "percent_of_flops": float | null,
             "baseline": str | null, "baseline_ms": float | null,
             "sanitizer": {"memcheck": "clean" | "<errors>", "racecheck": ...} | null,
+            "expect": "fail" (self-test cases only),
             "message": str | null}]}
+Format 1 files lack stress, samples, flush (their timings used the write flush) and dtype.
 """
 
 from __future__ import annotations
@@ -47,6 +57,24 @@ def latest(name: str, kind: str = "perf", chapter: str | None = None,
     found = [
         c for c in cases(directory)
         if c["name"] == name and c["kind"] == kind and c["status"] in ("passed", "measured")
+        and (chapter is None or c["chapter"] == chapter)
+        and (fingerprint is None or c.get("fingerprint") == fingerprint)
+    ]
+    return found[-1] if found else None
+
+
+# Statuses of a case that ran (a replay that could not run it says nothing about it).
+RAN = ("passed", "failed", "timeout", "error", "measured")
+
+
+def newest(name: str, kind: str = "check", chapter: str | None = None,
+           fingerprint: str | None = None,
+           directory: Path | str | None = None) -> dict[str, Any] | None:
+    """The newest case of that kernel that ran, whatever its verdict (a newer failure is not
+    hidden behind an older pass), or None. With `fingerprint`, only that exact kernel script."""
+    found = [
+        c for c in cases(directory)
+        if c["name"] == name and c["kind"] == kind and c["status"] in RAN
         and (chapter is None or c["chapter"] == chapter)
         and (fingerprint is None or c.get("fingerprint") == fingerprint)
     ]

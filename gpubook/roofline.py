@@ -238,7 +238,7 @@ def ladder_rows(directory: Path | str | None = None,
     for step in ladder:
         c = results.latest(step.name, kind="perf", directory=directory)
         row: dict[str, Any] = {"step": step.number, "name": step.name, "adds": step.adds,
-                               "gpu": None, "date": None, "us": None, "tflops": None, "percent": None}
+                               "chapter": step.chapter, "gpu": None, "date": None, "us": None, "tflops": None, "percent": None}
         if c is not None and c.get("ms") and c.get("flops") and c["status"] == "measured":
             try:
                 g = gpu_for(c["run"]["gpu"])
@@ -251,17 +251,29 @@ def ladder_rows(directory: Path | str | None = None,
     return rows
 
 
-def ladder_markdown(rows: list[dict[str, Any]]) -> str:
-    """The ladder as a Markdown table; a step without a measurement says so."""
-    lines = ["| step | kernel | adds | time (µs) | TFLOP/s | % of bf16 peak | measured on |",
-             "|---:|---|---|---:|---:|---:|---|"]
+CHAPTERS_DIR = Path(__file__).resolve().parent.parent / "chapters"
+
+
+def chapter_ref(number: int, chapters_dir: Path | str | None = None) -> str:
+    """A link to chapter `number` once its file exists (relative to a chapter page), else a plain note."""
+    found = sorted(Path(chapters_dir or CHAPTERS_DIR).glob(f"{number:02d}-*.md"))
+    if found:
+        return f"[chapter {number}]({found[0].name})"
+    return f"chapter {number} (in preparation)"
+
+
+def ladder_markdown(rows: list[dict[str, Any]], chapters_dir: Path | str | None = None) -> str:
+    """The ladder as a Markdown table: where each step is built, and its measurement or 'not measured'."""
+    lines = ["| step | kernel | adds | built in | time (µs) | TFLOP/s | % of bf16 peak | measured on |",
+             "|---:|---|---|---|---:|---:|---:|---|"]
     for r in rows:
         if r["us"] is None:
             cells = ["not measured"] * 3 + ["—"]
         else:
             pct = f"{r['percent']:.0f}" if r["percent"] is not None else "GPU not in table"
             cells = [f"{r['us']:.1f}", f"{r['tflops']:.0f}", pct, f"{r['gpu']}, {r['date']}"]
-        lines.append(f"| {r['step']} | `{r['name']}` | {r['adds']} | " + " | ".join(cells) + " |")
+        where = chapter_ref(r["chapter"], chapters_dir) if r.get("chapter") else "—"
+        lines.append(f"| {r['step']} | `{r['name']}` | {r['adds']} | {where} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 

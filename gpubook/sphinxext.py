@@ -1,15 +1,21 @@
-"""Sphinx extension of the book: a "Runs on" badge and a notebook download link on each chapter.
+"""Sphinx extension of the book: a "Runs on" badge and a notebook download link on each chapter,
+the facts the demos read, and a build output without the theme's template leftovers.
 
 The badge is read off the executed chapter itself: every kernel's compile report says
 "compiled for sm_100a (+sm_90a)" (portable) or "compiled for sm_100a only" (Blackwell-only),
 and every check says PASS or NOT RUN. The download link points at the chapter's paired
 notebook (``notebooks/<name>.ipynb``, the jupytext pair, without outputs), copied into the
 build under ``_notebooks/``.
+
+The interactive demos under ``_static/demos/`` take every hardware number they show from
+``_static/demos/book-data.js``, written here at build time from ``gpubook.hardware``: the
+demos never carry a spec number of their own.
 """
 
 from __future__ import annotations
 
 import html
+import json
 import re
 import shutil
 from dataclasses import dataclass, field
@@ -67,6 +73,10 @@ class PageTiers:
         if not self.checked:
             return ("compile", "compile-only",
                     f"{count} {is_} compiled for sm_100a and inspected; none is launched on this page.")
+        hopper_only = [k for k, r in self.kernels.items() if not any(a.startswith("sm_100") for a in r)]
+        if len(hopper_only) == n:
+            return ("sm90", "sm_90a only",
+                    f"{count} {compiles} for and {runs} on Hopper (sm_90a) only: wgmma has no sm_100a form.")
         if not blackwell_only:
             return ("sm90", "sm_90+",
                     f"{count} {compiles} anywhere and {runs} on Hopper (sm_90a) and Blackwell (sm_100a).")
@@ -155,9 +165,52 @@ def on_doctree_resolved(app: Sphinx, doctree: nodes.document, docname: str) -> N
         doctree.insert(0, bar)
 
 
+def demo_facts() -> dict[str, Any]:
+    """The hardware facts the demos read (``window.GPUBOOK``), computed from gpubook.hardware."""
+    from gpubook import hardware as hw
+
+    gpus = {}
+    for name in ("B200", "H200", "H100"):
+        g = hw.GPUS[name]
+        clock = g.tensor_clock_hz
+        gpus[name] = {
+            "name": g.name, "arch": g.arch, "sms": g.sms, "clock_hz": clock,
+            "bf16_flops": g.bf16_flops, "fp8_flops": g.fp8_flops, "hbm_bandwidth": g.hbm_bandwidth,
+            "ridge_bf16": g.ridge_bf16,
+            # FMA = 2 FLOP per result; SFU ops count one per result
+            "fp32_flops": g.fp32_flops, "sfu_ops": g.sfu_rate,
+            "smem_per_sm": g.smem_per_sm, "tmem_per_sm": g.tmem_per_sm,
+        }
+    return {
+        "source": hw.SOURCES, "gpus": gpus,
+        "fp32_per_sm_per_clk": hw.B200.fp32_lanes_per_sm,
+        "sfu_per_sm_per_clk": hw.B200.sfu_per_sm,
+        "warp_size": hw.WARP_SIZE, "smem_banks": hw.SMEM_BANKS, "smem_bank_bytes": hw.SMEM_BANK_BYTES,
+    }
+
+
+def write_demo_facts(static: Path) -> Path:
+    """Write ``demos/book-data.js`` (a script that sets ``window.GPUBOOK``) under `static`."""
+    out = static / "demos" / "book-data.js"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("// Written at build time from gpubook.hardware by gpubook.sphinxext; do not edit.\n"
+                   f"window.GPUBOOK = {json.dumps(demo_facts(), indent=1, sort_keys=True)};\n")
+    return out
+
+
+# Files a theme keeps in its static folder for its own templates, never read by a page.
+THEME_LEFTOVERS = ("webpack-macros.html",)
+
+
 def on_build_finished(app: Sphinx, exc: Exception | None) -> None:
     if exc is not None or app.builder.format != "html":
         return
+    static = Path(app.outdir) / "_static"
+    # pydata-sphinx-theme ships its Jinja macros in its static folder, and Sphinx copies that
+    # folder whole: the macros would be published as a page of template code.
+    for name in THEME_LEFTOVERS:
+        (static / name).unlink(missing_ok=True)
+    write_demo_facts(static)
     out = Path(app.outdir) / NOTEBOOK_DIR
     for docname in sorted(app.env.found_docs):
         nb = notebook_of(app, docname)
@@ -168,6 +221,8 @@ def on_build_finished(app: Sphinx, exc: Exception | None) -> None:
 
 def setup(app: Sphinx) -> dict[str, Any]:
     app.add_config_value("gpubook_notebooks", "notebooks", "html")
+    # conf.py sets it to a digest of results/ and gpubook/: a change re-reads (re-executes) every page
+    app.add_config_value("gpubook_inputs_digest", "", "env")
     app.connect("doctree-resolved", on_doctree_resolved)
     app.connect("build-finished", on_build_finished)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import shutil
 import subprocess
 import sysconfig
@@ -78,6 +79,21 @@ def _nvcc(src: str, arch: str, fmt: str) -> bytes:
         if proc.returncode != 0:
             raise RuntimeError(f"nvcc failed for {arch}:\n{proc.stdout}{proc.stderr}")
         return out.read_bytes()
+
+
+def first_error(message: str) -> str:
+    """The first error line of a compiler's output, e.g. "ptxas: Instruction 'wgmma.fence' not
+    supported on .target 'sm_100a'" (file names and line numbers dropped)."""
+    for line in message.splitlines():
+        m = re.search(r"\berror\b\s*:\s*(.+)$", line)
+        if m:
+            tool_name = "ptxas" if line.lstrip().startswith("ptxas") else "error"
+            return f"{tool_name}: {m.group(1).strip()}"
+    for line in message.splitlines():
+        if "fatal" in line or "error" in line.lower():
+            return line.strip()
+    lines = [ln.strip() for ln in message.splitlines() if ln.strip()]
+    return lines[0] if lines else "the compiler refused it (no message)"
 
 
 def tool(name: str) -> str | None:

@@ -4,6 +4,8 @@ Every page is loaded from a local server with every request routed: a request fo
 but 127.0.0.1 fails the test (the book must read offline). Pages are discovered from the
 build, so the tests cover whatever chapters exist. Screenshots (index and the first chapter,
 light and dark) and a printed PDF of that chapter are written to <html>/_screenshots/.
+Figures are checked for the size their text is shown at and for opening at full size; the
+demos share the checks at the end, and each has its own file (tests/test_demo_<name>.py).
 """
 
 from __future__ import annotations
@@ -19,162 +21,13 @@ from urllib.parse import unquote, urljoin, urlparse
 
 import pytest
 
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]
-LOCAL_HOSTS = {"127.0.0.1", "localhost"}
-SKIP_DIRS = {"_static", "_sources", "_images", "_screenshots", "_notebooks", "_downloads"}
-THEMES = ("light", "dark")
-ROOT = Path(__file__).resolve().parents[1]
+from browser_support import (  # noqa: F401 - fixtures are used by name
+    BROWSER_MARKS, CHROMIUM, LOCAL_HOSTS, ROOT, THEMES, Session, _luminance, browser, chapters, contrast,
+    css_luminance, image_contrast, pages, session, set_theme, shots, wait_for_math,
+)
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium "
-                       "(apt-get install -y chromium)"),
-]
-
-
-# -- fixtures ------------------------------------------------------------------------------------
-@pytest.fixture(scope="session")
-def browser() -> Iterator[object]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
-        yield b
-        b.close()
-
-
-class Session:
-    """One browser context with every request checked: only the local server may answer."""
-
-    def __init__(self, browser: object, base: str, theme: str | None = None):
-        self.base = base
-        self.external: list[str] = []
-        self.failed: list[str] = []
-        self.errors: list[str] = []
-        self.context = browser.new_context(viewport={"width": 1280, "height": 900}, accept_downloads=True)
-        if theme:
-            # what the theme's switcher stores; read by the page before it paints
-            self.context.add_init_script(
-                f"try {{ localStorage.setItem('mode', '{theme}'); localStorage.setItem('theme', '{theme}'); }} catch (e) {{}}"
-            )
-        self.record_failures = True
-        self.context.route("**/*", self._route)
-
-    def _route(self, route: object) -> None:
-        url = route.request.url
-        parts = urlparse(url)
-        if parts.scheme in ("http", "https", "ws", "wss") and parts.hostname not in LOCAL_HOSTS:
-            self.external.append(url)
-            route.abort()
-        else:
-            route.continue_()
-
-    def open(self, path: str, wait: str = "networkidle") -> object:
-        page = self.context.new_page()
-        page.on("console", lambda m: self.errors.append(f"{path}: console.{m.type}: {m.text}")
-                if m.type == "error" and self.record_failures else None)
-        page.on("pageerror", lambda e: self.errors.append(f"{path}: uncaught {e}"))
-        page.on("response", lambda r: self.failed.append(f"{path}: {r.status} {r.url}")
-                if r.status >= 400 and self.record_failures else None)
-        page.on("requestfailed", lambda r: None if urlparse(r.url).hostname not in LOCAL_HOSTS
-                else self.failed.append(f"{path}: failed {r.url} ({r.failure})"))
-        response = page.goto(urljoin(self.base, path), wait_until=wait)
-        assert response is not None and response.status == 200, f"{path}: HTTP {response and response.status}"
-        wait_for_math(page)
-        return page
-
-    def assert_clean(self) -> None:
-        assert not self.external, f"requests left localhost: {self.external}"
-        assert not self.failed, f"failed local requests: {self.failed}"
-        assert not self.errors, "JavaScript errors:\n" + "\n".join(self.errors)
-
-    def close(self) -> None:
-        self.context.close()
-
-
-@pytest.fixture()
-def session(browser: object, served_book: str) -> Iterator[Session]:
-    s = Session(browser, served_book)
-    yield s
-    s.close()
-
-
-@pytest.fixture(scope="session")
-def pages(built_book: Path) -> list[str]:
-    """Every HTML page of the book, as paths relative to the build root."""
-    found = []
-    for p in sorted(built_book.rglob("*.html")):
-        rel = p.relative_to(built_book)
-        if rel.parts[0] not in SKIP_DIRS:
-            found.append(rel.as_posix())
-    assert "index.html" in found
-    return found
-
-
-@pytest.fixture(scope="session")
-def chapters(pages: list[str]) -> list[str]:
-    found = [p for p in pages if p.startswith("chapters/")]
-    assert found, "the build has no chapter pages"
-    return found
-
-
-@pytest.fixture(scope="session")
-def shots(built_book: Path) -> Path:
-    out = built_book / "_screenshots"
-    out.mkdir(exist_ok=True)
-    return out
-
-
-def wait_for_math(page: object) -> None:
-    """Wait until MathJax (when the page loads it) has typeset the page."""
-    if page.evaluate("() => typeof window.MathJax !== 'undefined' && !!document.querySelector('.math')"):
-        page.wait_for_function("() => window.MathJax && MathJax.startup && MathJax.startup.promise", timeout=20000)
-        page.evaluate("() => MathJax.startup.promise")
-
-
-def set_theme(page: object, theme: str) -> None:
-    """Pick a colour mode with the theme's own switcher, as a reader would."""
-    page.click(".theme-switch-button")
-    page.click(f".theme-change-button[data-mode='{theme}']")
-    page.wait_for_function(f"() => document.documentElement.dataset.theme === '{theme}'")
-    page.wait_for_timeout(150)  # transitions
-
-
-# -- colour arithmetic for the screenshot checks ---------------------------------------------------
-def _luminance(rgb: "object") -> "object":
-    import numpy as np
-
-    c = np.asarray(rgb, dtype=float) / 255.0
-    c = np.where(c <= 0.04045, c / 12.92, ((c + 0.055) / 1.055) ** 2.4)
-    return 0.2126 * c[..., 0] + 0.7152 * c[..., 1] + 0.0722 * c[..., 2]
-
-
-def contrast(l1: float, l2: float) -> float:
-    hi, lo = max(l1, l2), min(l1, l2)
-    return (hi + 0.05) / (lo + 0.05)
-
-
-def image_contrast(png: bytes) -> tuple[float, float, float]:
-    """(background luminance, ink luminance, their contrast) of a screenshot.
-
-    The background is the most common luminance; the ink is the pixel luminance farthest from
-    it among the 2% of pixels that differ most, so thin lines and small text count.
-    """
-    import numpy as np
-    from PIL import Image
-
-    img = np.asarray(Image.open(io.BytesIO(png)).convert("RGB"))
-    lum = _luminance(img).ravel()
-    hist, edges = np.histogram(lum, bins=64, range=(0.0, 1.0))
-    bg = float(edges[np.argmax(hist)] + 0.5 / 64)
-    dist = np.abs(lum - bg)
-    ink_idx = np.argsort(dist)[-max(1, len(dist) // 50):]
-    ink = float(np.median(lum[ink_idx]))
-    return bg, ink, contrast(bg, ink)
+pytestmark = BROWSER_MARKS
+DEMOS = sorted(p.stem for p in (ROOT / "_static" / "demos").glob("*.html"))
 
 
 # -- link collection (Python side, from the files) ------------------------------------------------
@@ -269,7 +122,7 @@ def test_theme_switcher_and_figures_in_both_themes(session: Session, chapters: l
             set_theme(page, theme)
             page.screenshot(path=str(shots / f"{name}-{theme}.png"), full_page=True)
             bg = page.evaluate("() => getComputedStyle(document.body).backgroundColor")
-            dark_bg = _css_luminance(bg) < 0.2
+            dark_bg = css_luminance(bg) < 0.2
             assert dark_bg == (theme == "dark"), f"{path}: {theme} theme has background {bg}"
         page.close()
     # every figure of every chapter: cell images, figures, demos
@@ -293,11 +146,6 @@ def test_theme_switcher_and_figures_in_both_themes(session: Session, chapters: l
                                       f"{bg:.2f}, ink {ink:.2f}, contrast {ratio:.1f} < 3")
         page.close()
     session.assert_clean()
-
-
-def _css_luminance(css: str) -> float:
-    nums = [float(x) for x in re.findall(r"[\d.]+", css)[:3]]
-    return float(_luminance(nums))
 
 
 def test_search_finds_a_term_from_a_chapter(session: Session, chapters: list[str], built_book: Path) -> None:
@@ -455,7 +303,7 @@ def test_no_serious_accessibility_violations(browser: object, served_book: str, 
     s = Session(browser, served_book, theme=theme)
     try:
         problems = {}
-        for path in pages + ["_static/demos/thread-hierarchy.html", "_static/demos/swizzle.html"]:
+        for path in pages + [f"_static/demos/{d}.html" for d in DEMOS]:
             page = s.open(path if "demos" not in path else f"{path}?theme={theme}")
             if "demos" not in path:
                 assert page.evaluate("() => document.documentElement.dataset.theme") == theme
@@ -483,6 +331,230 @@ def test_images_have_alt_text(built_book: Path, pages: list[str]) -> None:
             if not text or re.search(r"\.(png|jpe?g|svg|gif|webp)$", text, re.I) or "_images/" in text:
                 missing.append(f"{path}: {m.group(0)[:160]}")
     assert not missing, "images without alt text (or with a file name for it):\n" + "\n".join(missing)
+
+
+# -- figures: readable at page width, full size on a click -------------------------------------------
+FIGURES = "article .cell_output img, article figure img"
+MIN_RENDERED_FONT_PX = 9.0
+
+
+def _figures_on(page: object) -> list[dict]:
+    """Every figure image a reader can see on the page, with its natural and rendered width."""
+    return page.evaluate(f"""() => [...document.querySelectorAll({FIGURES!r})]
+        .filter(i => i.offsetParent !== null && i.getBoundingClientRect().width > 8)
+        .map(i => ({{src: i.getAttribute('src'), alt: i.alt.slice(0, 60), natural: i.naturalWidth,
+                    rendered: i.getBoundingClientRect().width}}))""")
+
+
+def test_figures_are_readable_at_page_width(session: Session, chapters: list[str], built_book: Path) -> None:
+    """At 1280 px every figure's smallest text is shown at 9 px or more.
+
+    The figure records its smallest font, in pixels of the image, in the PNG itself
+    (`gpubook.plots.png`); the page scales the image by rendered / natural width.
+    """
+    from PIL import Image
+
+    seen, tiny, unmarked = 0, [], []
+    for path in chapters:
+        page = session.open(path)
+        page.evaluate("() => document.querySelectorAll('details').forEach(d => { d.open = true; })")
+        for fig in _figures_on(page):
+            file = (built_book / path).parent / unquote(fig["src"])
+            with Image.open(file) as im:
+                meta, natural = dict(im.text), im.size[0]
+            assert natural == fig["natural"], f"{path}: {fig['src']} is {natural} px wide, the page says {fig['natural']}"
+            seen += 1
+            if "gpubook:min-font-px" not in meta:
+                unmarked.append(f"{path}: {fig['alt']!r} (drawn without gpubook.plots.png)")
+                continue
+            shown = float(meta["gpubook:min-font-px"]) * fig["rendered"] / natural
+            if shown < MIN_RENDERED_FONT_PX:
+                tiny.append(f"{path}: {fig['alt']!r}: smallest text {shown:.1f} px "
+                            f"({meta['gpubook:min-font-px']} px in a {natural} px image shown {fig['rendered']:.0f} px wide)")
+        page.close()
+    assert seen, "no chapter shows a figure"
+    assert not unmarked, "figures that do not record their font size:\n" + "\n".join(unmarked)
+    assert not tiny, f"figures whose text is smaller than {MIN_RENDERED_FONT_PX} px at 1280 px:\n" + "\n".join(tiny)
+    session.assert_clean()
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_figures_open_at_full_size(browser: object, served_book: str, chapters: list[str], width: int) -> None:
+    """A click (a tap on a phone) opens the figure at its natural size; Escape or the close button
+    closes it; without the script the figure is a link to the image itself."""
+    touch = width < 600
+    s = Session(browser, served_book, width=width, height=800, touch=touch)
+    try:
+        opened = 0
+        for path in chapters:
+            page = s.open(path)
+            links = page.locator("a.gpubook-zoom:visible")
+            if not links.count():
+                page.close()
+                continue
+            n_figs = len(_figures_on(page))
+            assert links.count() == n_figs, f"{path}: {n_figs} figures but {links.count()} enlargeable"
+            link = links.first
+            img = link.locator("img")
+            href = link.get_attribute("href")
+            assert href == img.get_attribute("src")
+            got = page.request.get(urljoin(page.url, href))
+            assert got.ok and got.headers["content-type"] == "image/png"
+            link.scroll_into_view_if_needed()
+            inline = img.bounding_box()["width"]
+            (link.tap if touch else link.click)()
+            dialog = page.locator("dialog.gpubook-lightbox")
+            dialog.wait_for(state="visible")
+            big = dialog.locator("img")
+            natural, shown = big.evaluate("i => [i.naturalWidth, i.getBoundingClientRect().width]")
+            assert big.get_attribute("src") == img.evaluate("i => i.currentSrc || i.src")
+            assert abs(shown - natural) <= 1, f"{path}: full size shows {shown} px of a {natural} px image"
+            assert shown > inline, f"{path}: the enlarged figure ({shown} px) is no larger than the page's ({inline} px)"
+            assert page.evaluate("() => document.activeElement.closest('dialog') !== null"), "focus stays outside the dialog"
+            if touch:
+                # a phone pans the full-size image inside the dialog; the page itself stays put
+                frame = dialog.locator(".gpubook-lightbox-frame")
+                assert frame.evaluate("f => f.scrollWidth > f.clientWidth"), "the full-size figure cannot be panned"
+                dialog.locator(".gpubook-lightbox-close").tap()
+            else:
+                page.keyboard.press("Escape")
+            dialog.wait_for(state="hidden")
+            assert page.evaluate("() => document.activeElement.classList.contains('gpubook-zoom')"), \
+                "focus does not return to the figure"
+            opened += 1
+            page.close()
+        assert opened, "no chapter has a figure to enlarge"
+        s.assert_clean()
+    finally:
+        s.close()
+
+
+def test_bookkeeping_cells_are_not_shown(session: Session, chapters: list[str]) -> None:
+    """A cell whose only job is to glue numbers into the prose shows no code on the page."""
+    from bookkeeping import bookkeeping_cells, chapter_code_cells
+
+    def norm(code: str) -> str:
+        return "\n".join(line.rstrip() for line in code.strip().splitlines() if line.strip())
+
+    matched = found = 0
+    shown = []
+    for path in chapters:
+        src = ROOT / "chapters" / (Path(path).stem + ".md")
+        if not src.exists():
+            continue
+        cells = chapter_code_cells(src)
+        keep = set(bookkeeping_cells([c for c, _ in cells]))
+        found += len(keep)
+        page = session.open(path)
+        visible = {norm(t) for t in page.evaluate(
+            "() => [...document.querySelectorAll('article .cell_input pre')]"
+            ".filter(e => e.offsetParent !== null).map(e => e.innerText)")}
+        for i, (code, _) in enumerate(cells):
+            if norm(code) in visible:
+                if i in keep:
+                    shown.append(f"{path}: {code.strip().splitlines()[0][:80]}")
+                else:
+                    matched += 1
+        page.close()
+    assert found, "no chapter has a bookkeeping cell: the check would see nothing"
+    assert matched, "no visible code cell matched its source: the comparison is broken"
+    assert not shown, "bookkeeping (glue-only) cells are visible:\n" + "\n".join(shown)
+    session.assert_clean()
+
+
+def test_dropdowns_are_readable_in_both_themes(session: Session, chapters: list[str]) -> None:
+    """Every text inside an answer dropdown or a folded cell reaches 4.5:1 against its background."""
+    js = """() => {
+      const rgb = (s) => (s.match(/[\\d.]+/g) || []).map(Number);
+      const lum = (c) => { const f = (v) => { v /= 255; return v <= 0.04045 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
+                           return 0.2126 * f(c[0]) + 0.7152 * f(c[1]) + 0.0722 * f(c[2]); };
+      const bg = (e) => { for (; e; e = e.parentElement) { const c = rgb(getComputedStyle(e).backgroundColor);
+                          if (c.length === 3 || (c.length === 4 && c[3] > 0.5)) return c; } return [255, 255, 255]; };
+      const low = [];
+      let texts = 0;
+      for (const d of document.querySelectorAll('details')) {
+        d.open = true;
+        for (const e of [d, ...d.querySelectorAll('*')]) {
+          if (![...e.childNodes].some(n => n.nodeType === 3 && n.textContent.trim())) continue;
+          if (e.closest('svg') || e.offsetParent === null) continue;  // icons' <title>s are not shown
+          texts++;
+          const a = lum(rgb(getComputedStyle(e).color)), b = lum(bg(e));
+          const r = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+          if (r < 4.5) low.push(`${r.toFixed(2)}: <${e.tagName.toLowerCase()} class="${e.className}"> ${e.textContent.trim().slice(0, 40)}`);
+        }
+      }
+      return {texts, low};
+    }"""
+    checked = 0
+    for path in chapters:
+        page = session.open(path)
+        if not page.locator("details.sd-dropdown").count():
+            page.close()
+            continue
+        for theme in THEMES:
+            set_theme(page, theme)
+            got = page.evaluate(js)
+            assert got["texts"] > 0
+            assert not got["low"], f"{path}, {theme}: low-contrast text in dropdowns:\n" + "\n".join(got["low"])
+            checked += 1
+        page.close()
+    assert checked, "no chapter has a dropdown"
+    session.assert_clean()
+
+
+@pytest.mark.parametrize("width", [1280, 390])
+def test_the_verification_appendix_fits_and_links_each_chapter(browser: object, served_book: str,
+                                                               built_book: Path, width: int) -> None:
+    """Appendix A's tables fit the text column without scrolling sideways at 1280 px (and at
+    390 px at most the kernel column spills), and each chapter in the results is a link."""
+    from gpubook import matrix
+
+    page_path = "chapters/A-verification-matrix.html"
+    if not (built_book / page_path).exists():
+        pytest.skip("the book has no verification appendix")
+    rows = matrix.rows()
+    s = Session(browser, served_book, width=width, height=900)
+    try:
+        page = s.open(page_path)
+        tables = page.evaluate("""() => [...document.querySelectorAll('article table')].map(t => ({
+            cols: t.querySelectorAll('thead th').length, width: t.getBoundingClientRect().width,
+            room: t.closest('.pst-scrollable-table-container, article').clientWidth,
+            scroll: (t.closest('.pst-scrollable-table-container') || t.parentElement).scrollWidth
+                    - (t.closest('.pst-scrollable-table-container') || t.parentElement).clientWidth,
+            font: parseFloat(getComputedStyle(t.querySelector('td') || t).fontSize)}))""")
+        if not rows:
+            assert not tables
+        else:
+            assert len(tables) == len({r["chapter"] for r in rows})
+            for t in tables:
+                assert t["cols"] <= 4, f"{t['cols']} columns"
+                assert t["font"] >= 13, f"table text of {t['font']} px"
+                if width >= 1000:
+                    assert t["scroll"] <= 1 and t["width"] <= t["room"] + 1, f"a table overflows at {width} px: {t}"
+            links = page.evaluate("() => [...document.querySelectorAll('article p strong a, article li a')]"
+                                  ".map(a => new URL(a.href).pathname)")
+            for chapter in {r["chapter"] for r in rows}:
+                if (ROOT / "chapters" / f"{chapter}.md").exists():
+                    assert any(link.endswith(f"/{chapter}.html") for link in links), f"no link to {chapter}"
+        page.close()
+        s.assert_clean()
+    finally:
+        s.close()
+
+
+def test_build_has_a_favicon_and_no_theme_templates(session: Session, built_book: Path) -> None:
+    """The tab shows the book's icon (no request for a missing /favicon.ico), and the theme's
+    template macros are not published as a page."""
+    assert not (built_book / "_static" / "webpack-macros.html").exists()
+    assert not list(built_book.rglob("webpack-macros.html"))
+    page = session.open("index.html")
+    icons = page.evaluate("() => [...document.querySelectorAll('link[rel~=icon]')].map(l => l.href)")
+    assert icons, "no favicon link"
+    for href in icons:
+        got = page.request.get(href)
+        assert got.ok and got.headers["content-type"].startswith("image/"), href
+    page.close()
+    session.assert_clean()
 
 
 def test_code_and_demos_are_keyboard_reachable(session: Session, chapters: list[str]) -> None:
@@ -516,99 +588,7 @@ def test_code_and_demos_are_keyboard_reachable(session: Session, chapters: list[
 
 
 # -- the demos ------------------------------------------------------------------------------------
-def _reference_layouts() -> tuple[object, object, object]:
-    """gpubook.layouts when it exists; otherwise the definitions, written out here."""
-    try:
-        from gpubook import layouts
-
-        return layouts.swizzle, layouts.bank, layouts.conflicts
-    except ImportError:
-        def swizzle(a: int, mode: int) -> int:
-            return a if mode == 0 else a ^ (((a >> 7) & (mode // 16 - 1)) << 4)
-
-        def bank(a: int) -> int:
-            return (a // 4) % 32
-
-        def conflicts(addrs: list[int]) -> int:
-            words: dict[int, set[int]] = {}
-            for a in addrs:
-                words.setdefault(bank(a), set()).add(a // 4)
-            return max(0, max((len(w) for w in words.values()), default=0) - 1)
-
-        return swizzle, bank, conflicts
-
-
-def test_swizzle_demo_computes_what_gpubook_layouts_computes(session: Session) -> None:
-    py_swizzle, py_bank, py_conflicts = _reference_layouts()
-    page = session.open("_static/demos/swizzle.html")
-    addrs = list(range(0, 4096, 2)) + [4096 + 16 * k + 4 for k in range(64)]
-    for mode in (0, 32, 64, 128):
-        js = page.evaluate("([as, m]) => as.map(a => swizzle(a, m))", [addrs, mode])
-        assert js == [py_swizzle(a, mode) for a in addrs], f"swizzle differs for mode {mode}"
-    assert page.evaluate("as => as.map(bank)", addrs) == [py_bank(a) for a in addrs]
-    rng = random.Random(7)
-    accesses = [[rng.randrange(0, 8192, 4) for _ in range(32)] for _ in range(40)]
-    for mode in (0, 32, 64, 128):
-        for esize in (2, 4):
-            accesses.append([py_swizzle(r * 128 + 5 * esize, mode) for r in range(32)])   # a column
-            accesses.append([py_swizzle(3 * 128 + i * esize, mode) for i in range(32)])   # a row
-    accesses += [[0] * 32, [4 * i for i in range(32)], [128 * i for i in range(32)], [2 * i for i in range(32)]]
-    js = page.evaluate("accs => accs.map(conflicts)", accesses)
-    assert js == [py_conflicts(a) for a in accesses]
-    # what the page shows for each choice is the same count
-    for mode in (0, 32, 64, 128):
-        for esize in (2, 4):
-            page.check(f"input[name=mode][value='{mode}']")
-            page.check(f"input[name=esize][value='{esize}']")
-            col = [py_swizzle(r * 128 + 0 * esize, mode) for r in range(32)]
-            row = [py_swizzle(0 * 128 + i * esize, mode) for i in range(32)]
-            assert int(page.get_attribute("#col-conflicts", "data-conflicts")) == py_conflicts(col)
-            assert int(page.get_attribute("#row-conflicts", "data-conflicts")) == py_conflicts(row)
-    # the textbook cases: a column of fp32 conflicts 31 times unswizzled, 3 times under 128B
-    assert py_conflicts([py_swizzle(r * 128, 0) for r in range(32)]) == 31
-    assert py_conflicts([py_swizzle(r * 128, 128) for r in range(32)]) == 3
-    page.close()
-    session.assert_clean()
-
-
-def test_swizzle_demo_follows_the_keyboard(session: Session) -> None:
-    page = session.open("_static/demos/swizzle.html")
-    page.check("input[name=esize][value='4']")
-    page.focus("#tile")
-    for key in ["ArrowRight"] * 5 + ["ArrowDown"] * 2:
-        page.keyboard.press(key)
-    assert page.inner_text("#col-c") == "5" and page.inner_text("#row-r") == "2"
-    assert "row 2, element 5" in page.inner_text("#readout")
-    page.close()
-    session.assert_clean()
-
-
-def test_thread_hierarchy_demo_shows_the_ids(session: Session) -> None:
-    page = session.open("_static/demos/thread-hierarchy.html")
-    page.select_option("#cluster-size", "2")
-    page.select_option("#cta-threads", "256")
-    page.click("#grid button:has-text('CTA 3')")
-    page.click("#cta button:has-text('warp 5')")
-    page.click("#warp button >> text='7'")
-    page.hover("#warp button >> text='7'")
-    ids = dict(zip(page.locator("#idrows th").all_inner_texts(), page.locator("#idrows td").all_inner_texts()))
-    tid = 5 * 32 + 7
-    assert ids["CTA id (blockIdx.x)"] == "3"
-    assert ids["cluster id"] == "1" and ids["CTA rank in cluster"] == "1"
-    assert ids["warpgroup id"] == "1" and ids["warp id in warpgroup"] == "1"
-    assert ids["lane id"] == "7" and ids["thread id in CTA (threadIdx.x)"] == str(tid)
-    assert ids["global thread id"] == str(3 * 256 + tid)
-    # keyboard: Tab into the grid level, arrows move, focus shows the ids
-    page.focus("#grid button[tabindex='0']")
-    page.keyboard.press("ArrowRight")
-    assert page.evaluate("() => document.activeElement.textContent") == "CTA 4"
-    assert "CTA 4" in page.inner_text("#focusname")
-    page.keyboard.press("Tab")
-    assert page.evaluate("() => document.activeElement.closest('#cta') !== null")
-    page.keyboard.press("Tab")
-    assert page.evaluate("() => document.activeElement.closest('#warp') !== null")
-    page.close()
-    session.assert_clean()
+# Each demo has its own test file (tests/test_demo_<name>.py); what every demo must do is here.
 
 
 def test_embedded_demos_follow_the_book_theme(session: Session, chapters: list[str]) -> None:
@@ -632,12 +612,11 @@ def test_embedded_demos_follow_the_book_theme(session: Session, chapters: list[s
         pytest.skip("no chapter embeds a demo yet")
 
 
-@pytest.mark.parametrize("demo", ["thread-hierarchy", "swizzle"])
+@pytest.mark.parametrize("demo", DEMOS)
 def test_demos_fit_a_phone_screen(browser: object, served_book: str, demo: str) -> None:
-    s = Session(browser, served_book)
+    s = Session(browser, served_book, width=360, height=740, touch=True)
     try:
         page = s.open(f"_static/demos/{demo}.html")
-        page.set_viewport_size({"width": 360, "height": 740})
         page.wait_for_timeout(100)
         over = page.evaluate("() => document.documentElement.scrollWidth - document.documentElement.clientWidth")
         assert over <= 0, f"{demo} scrolls sideways by {over}px on a 360px screen"
@@ -645,3 +624,25 @@ def test_demos_fit_a_phone_screen(browser: object, served_book: str, demo: str) 
         s.assert_clean()
     finally:
         s.close()
+
+
+@pytest.mark.parametrize("demo", DEMOS)
+def test_demos_read_the_hardware_facts_of_the_build(built_book: Path, demo: str) -> None:
+    """A demo that shows hardware numbers loads book-data.js (written from gpubook.hardware);
+    none carries a spec number of its own."""
+    from gpubook import sphinxext
+
+    html = (ROOT / "_static" / "demos" / f"{demo}.html").read_text()
+    if "GPUBOOK" in html:
+        assert '<script src="book-data.js"></script>' in html, f"{demo} reads window.GPUBOOK without loading it"
+    data = (built_book / "_static" / "demos" / "book-data.js").read_text()
+    facts = json.loads(data[data.index("=") + 1:].strip().rstrip(";"))
+    assert facts == json.loads(json.dumps(sphinxext.demo_facts()))
+    script = re.sub(r"<style>.*?</style>", "", html, flags=re.S)
+    for g in facts["gpus"].values():
+        for key in ("sms", "bf16_flops", "hbm_bandwidth", "fp32_flops", "sfu_ops"):
+            v = g[key]
+            for typed in {f"{v:g}", f"{v:.0f}", f"{v / 1e12:g}e12", f"{v / 1e12:g}"} - {"0"}:
+                if len(typed) >= 3:
+                    assert not re.search(rf"(?<![\w.]){re.escape(typed)}(?![\w.])", script), \
+                        f"{demo} types {g['name']} {key} = {typed} instead of reading book-data.js"

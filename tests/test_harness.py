@@ -190,12 +190,112 @@ def test_check_fails_a_kernel_that_writes_nothing(vadd, monkeypatch):
 def test_hardware_table_matches_its_sources():
     assert gb.B200.sms == 148 and gb.H200.sms == 132 and gb.H100.sms == 132
     assert gb.B200.bf16_flops == 2250e12 and gb.H200.bf16_flops == 989e12
+    assert gb.B200.fp8_flops == 4500e12 and gb.H200.fp8_flops == 1979e12
     assert gb.B200.hbm_bandwidth == 8.0e12 and gb.H200.hbm_bandwidth == 4.8e12
     assert gb.H100.hbm_bandwidth == 3.35e12
     assert gb.B200.tmem_per_sm == 128 * 512 * 4 and gb.H200.tmem_per_sm == 0
+    assert gb.H200.l2_bytes == 62_914_560 and gb.H100.l2_bytes == 50e6 and gb.B200.l2_bytes == 126e6
     assert round(gb.B200.ridge_bf16) == 281 and round(gb.H200.ridge_bf16) == 206
-    assert gb.gpu_for("NVIDIA H200") is gb.H200 and gb.gpu_for("NVIDIA B200") is gb.B200
     assert round(gb.B200.tensor_clock_hz / 1e9, 2) == 1.86
+    assert round(gb.H200.tensor_clock_hz / 1e9, 2) == round(gb.H100.tensor_clock_hz / 1e9, 2) == 1.83
+
+
+def test_fp32_and_sfu_peaks_follow_the_per_sm_rates():
+    for g in gb.GPUS.values():
+        assert g.fp32_lanes_per_sm == 128 and g.sfu_per_sm == 16
+        assert g.fp32_flops == pytest.approx(g.sms * 128 * 2 * g.tensor_clock_hz)
+        assert g.sfu_rate == pytest.approx(g.sms * 16 * g.tensor_clock_hz)
+    assert round(gb.B200.fp32_flops / 1e12) == 70 and round(gb.B200.sfu_rate / 1e12, 1) == 4.4
+    assert gb.B200.peak_flops("bfloat16") == gb.B200.peak_flops("float16") == 2250e12
+    assert gb.B200.peak_flops("float8_e4m3fn") == 4500e12 and gb.H200.peak_flops("fp8") == 1979e12
+    assert gb.H200.peak_flops("float32") == gb.H200.fp32_flops
+    with pytest.raises(ValueError, match="no peak in the hardware table for dtype 'tf32'"):
+        gb.H200.peak_flops("tf32")
+
+
+@pytest.mark.parametrize("name, gpu", [
+    ("NVIDIA B200", "B200"), ("NVIDIA H200", "H200"), ("NVIDIA H100 80GB HBM3", "H100"),
+    ("B200", "B200"), ("H200", "H200"), ("H100", "H100"),
+])
+def test_gpus_are_found_by_exact_name(name, gpu):
+    assert gb.gpu_for(name) is gb.GPUS[gpu]
+
+
+@pytest.mark.parametrize("name", [
+    "NVIDIA GB200", "NVIDIA H100 PCIe", "NVIDIA H100 NVL", "NVIDIA H20", "NVIDIA H200 NVL",
+    "NVIDIA B200 something", "NVIDIA GeForce RTX 5090",
+])
+def test_variants_are_refused_with_the_known_names(name):
+    with pytest.raises(KeyError) as err:
+        gb.gpu_for(name)
+    msg = str(err.value)
+    assert f"no entry for {name!r}" in msg
+    assert "'NVIDIA B200'" in msg and "'NVIDIA H200'" in msg and "'NVIDIA H100 80GB HBM3'" in msg
+
+
+def test_percent_of_peak_uses_the_peak_of_the_dtype():
+    t = gb.Timing("k", "measured", gpu="NVIDIA H200", ms=1.0, flops=989e9, dtype="bfloat16")
+    assert t.percent_of_peak() == pytest.approx(100) and t.peak_label() == "bf16/fp16 tensor"
+    t8 = gb.Timing("k", "measured", gpu="NVIDIA H200", ms=1.0, flops=989e9, dtype="float8_e4m3fn")
+    assert t8.percent_of_peak() == pytest.approx(100 * 989 / 1979)
+    t32 = gb.Timing("k", "measured", gpu="NVIDIA H200", ms=1.0, flops=gb.H200.fp32_flops / 2e3,
+                    dtype="float32")
+    assert t32.percent_of_peak() == pytest.approx(50) and "50% of FP32 peak" in repr(t32)
+    # bytes and FLOPs: the roof that binds (the larger percentage)
+    both = gb.Timing("k", "measured", gpu="NVIDIA H200", ms=1.0, bytes=2.4e9, flops=1e9, dtype="float32")
+    assert both.percent_of_peak() == pytest.approx(50) and both.peak_label() == "HBM"
+    with pytest.raises(KeyError, match="GB200"):
+        gb.Timing("k", "measured", gpu="NVIDIA GB200", ms=1.0, bytes=1e9).percent_of_peak()
+
+
+def test_bench_counts_flops_in_the_kernels_narrowest_float_dtype():
+    from gpubook.bench import flop_dtype
+
+    P = gb.Param
+    assert flop_dtype([P("a", (4,), "float16"), P("d", (4,), "float32")]) == "float16"
+    assert flop_dtype([P("a", (4,), "float8_e4m3fn"), P("b", (4,), "bfloat16")]) == "float8_e4m3fn"
+    assert flop_dtype([P("x", (4,), "float32"), P("i", (4,), "int32")]) == "float32"
+    assert flop_dtype([P("i", (4,), "int32")]) is None
+
+
+def test_the_read_flush_reads_a_buffer_larger_than_any_l2():
+    from gpubook.bench import FLUSH_BYTES, flusher
+
+    assert FLUSH_BYTES >= 2 * max(g.l2_bytes for g in gb.GPUS.values())
+    read = flusher("read", 1 << 20, "cpu")
+    assert read() is not None  # a reduction into a preallocated scalar
+    assert flusher("none", 1 << 20, "cpu")() is None
+    write = flusher("write", 1 << 20, "cpu")
+    assert write().abs().sum() == 0 and write().numel() == (1 << 20) // 4
+    with pytest.raises(ValueError, match="flush must be one of read, write, none"):
+        flusher("zero")
+    with pytest.raises(ValueError, match="flush must be one of"):
+        gb.bench(gb.build(kernels.vadd, name="vadd"), bytes=1, flush="cold")
+
+
+def test_ptx_counts_see_labelled_and_predicated_instructions():
+    from gpubook.report import count_ptx
+
+    ptx = """
+$L__BB0_2: bar.sync 0;
+$L__BB0_3:
+	bar.sync 	0;
+	@!%p1 bar.sync 1;
+	{ .reg .pred p; setp.eq.u32 p, %r1, 0; @p tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [%r2]; }
+	{
+	.reg .pred P1;
+	LAB_WAIT:
+	mbarrier.try_wait.parity.shared::cta.b64 P1, [%r3], %r4;
+	@!P1 bra LAB_WAIT;
+	}
+	/* ld.global.f32 %f1, [%rd1]; */ ld.global.f32 %f2, [%rd2];
+	cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%r5], [%rd3, {%r6, %r7}], [%r8];
+	ld.shared.v2.f32 {%f3, %f4}, [%r9];
+"""
+    c = count_ptx(ptx)
+    assert c["bar.sync"] == 3
+    assert c["tcgen05.commit"] == 1 and c["mbarrier wait"] == 1
+    assert c["ld.global"] == 1 and c["TMA load"] == 1 and c["ld.shared"] == 1
 
 
 def test_ptx_counts_find_instructions_inside_inline_asm_blocks():
@@ -217,3 +317,57 @@ def test_a_portable_kernel_also_compiles_for_the_local_gpu(monkeypatch):
     k = gb.build(kernels.vadd, name="vadd")
     assert k.runs_on == ("sm_100a", "sm_90a", "sm_89")
     assert gb.build(kernels.tmem_roundtrip).runs_on == ("sm_100a",)
+
+
+def test_a_hopper_only_kernel_builds_for_sm_90a_and_records_why_not_sm_100a(compiler):
+    k = gb.build(kernels.wgmma_fence, name="wgmma_fence", archs=(gb.HOPPER,))
+    assert k.arch == "sm_90a" and k.runs_on == ("sm_90a",)
+    assert ".target sm_90a" in k.ptx and k.cubin[:4] == b"\x7fELF"
+    why = k.not_built["sm_100a"]
+    assert why.startswith("ptxas: Instruction 'wgmma.fence' not supported on .target 'sm_100a'")
+    assert f"compiled for sm_90a only (sm_100a: not built — {why})" in k.summary()
+    assert k.facts()["not_built"] == {"sm_100a": why} and k.facts()["arch"] == "sm_90a"
+    assert 'data-runs-on="sm_90a"' in k._repr_html_()
+    assert len(k.fingerprint) == 16 and k.registers > 0
+
+
+def test_a_hopper_only_kernel_without_archs_says_how_to_build_it():
+    with pytest.raises(RuntimeError, match=r"(?s)does not build for sm_100a: ptxas: Instruction "
+                       r"'wgmma\.fence'.*archs=\(gb\.HOPPER,\)"):
+        gb.build(kernels.wgmma_fence, name="wgmma_fence")
+
+
+def test_archs_cannot_hide_a_build_that_works():
+    with pytest.raises(ValueError, match="assembles for sm_100a too"):
+        gb.build(kernels.vadd, name="vadd", archs=(gb.HOPPER,))
+    with pytest.raises(ValueError, match="cannot build for sm_90a: it uses tcgen05"):
+        gb.build(kernels.tmem_roundtrip, archs=(gb.BLACKWELL, gb.HOPPER))
+    with pytest.raises(ValueError, match="archs must name"):
+        gb.build(kernels.vadd, archs=("sm_80",))
+    k = gb.build(kernels.vadd, name="vadd", archs=(gb.BLACKWELL,))
+    assert k.runs_on == ("sm_100a",) and k.not_built == {"sm_90a": "not requested (archs=('sm_100a',))"}
+
+
+def test_a_blackwell_only_kernel_says_why_it_has_no_sm_90a_build():
+    k = gb.build(kernels.tmem_roundtrip, name="tmem")
+    assert k.not_built == {"sm_90a": "Blackwell-only PTX: tcgen05 (sm_100a)"}
+    assert "sm_90a: not built — Blackwell-only PTX: tcgen05 (sm_100a)" in repr(k)
+
+
+def test_a_hopper_only_kernel_is_checked_on_an_sm_90a_gpu(monkeypatch):
+    hk = gb.build(kernels.wgmma_fence, name="wgmma_fence", archs=(gb.HOPPER,))
+    FakeGPU(monkeypatch, lambda out: out.copy_(torch.arange(128, dtype=torch.int32)))
+    res = gb.check(hk, [torch.empty(128, dtype=torch.int32)], ref=lambda out: torch.arange(128, dtype=torch.int32))
+    assert res.passed and res.arch == "sm_90a"
+    monkeypatch.setattr(runtime, "local_arch", lambda: "sm_100a")
+    res = gb.check(hk, [torch.empty(128, dtype=torch.int32)], ref=lambda out: torch.arange(128, dtype=torch.int32))
+    assert "compiled for sm_90a — not run: this GPU is sm_100a" in repr(res)
+
+
+def test_first_error_line_of_a_compiler():
+    text = ("k.cu(79): warning #177-D: variable \"tid\" was declared but never referenced\n"
+            "ptxas /tmp/x.ptx, line 30; error   : Instruction 'wgmma.fence' not supported on .target 'sm_100a'\n"
+            "ptxas fatal   : Ptx assembly aborted due to errors\n")
+    assert toolchain.first_error(text) == "ptxas: Instruction 'wgmma.fence' not supported on .target 'sm_100a'"
+    assert toolchain.first_error("k.cu(3): error: identifier \"x\" is undefined") == \
+        "error: identifier \"x\" is undefined"

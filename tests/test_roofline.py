@@ -196,6 +196,19 @@ def test_ladder_names_are_unique_and_numbered():
     assert {s.chapter for s in rl.GEMM_LADDER} == {8, 9, 10}
 
 
+def test_ladder_rows_say_where_each_step_is_built(tmp_path):
+    chapters = tmp_path / "chapters"
+    chapters.mkdir()
+    rows = rl.ladder_rows(tmp_path)
+    md = rl.ladder_markdown(rows, chapters)
+    assert md.count("chapter 8 (in preparation)") == sum(s.chapter == 8 for s in rl.GEMM_LADDER)
+    assert "](" not in md  # no link to a chapter that does not exist
+    (chapters / "09-gemm-pipelines.md").write_text("# 9. Pipelines\n")
+    md = rl.ladder_markdown(rows, chapters)
+    assert md.count("[chapter 9](09-gemm-pipelines.md)") == sum(s.chapter == 9 for s in rl.GEMM_LADDER)
+    assert "chapter 10 (in preparation)" in md
+
+
 # -- the chapter's prose carries no typed spec numbers -------------------------------------------
 def test_chapter_glues_every_computed_number():
     text = CHAPTER.read_text()

@@ -217,3 +217,82 @@ def test_a_case_that_outlives_its_timeout_is_stopped(exported, tmp_path):
     out, _ = exported
     rec, output, timed_out = replay._child(case(out, "vadd"), tmp_path / "r.json", True, timeout=0.05)
     assert timed_out and rec is None
+
+
+def test_replay_times_a_perf_case_with_its_flush_and_keeps_every_sample(exported, monkeypatch):
+    import sys
+
+    bench = sys.modules["gpubook.bench"]  # the module (gpubook.bench is the function)
+    out, vadd = exported
+    d = case(out, "vadd", "perf")
+    meta = json.loads((d / "case.json").read_text())
+    assert meta["flush"] == "read" and meta["dtype"] is None and meta["repeat"] == 50
+    fake_gpu(monkeypatch, lambda x, y, o: o.copy_(x + y))
+    seen = []
+
+    def fake_samples(fn, warmup, repeat, flush, flush_bytes=0):
+        fn()
+        seen.append(flush)
+        return [0.004, 0.002, 0.003]
+
+    monkeypatch.setattr(bench, "time_samples", fake_samples)
+    rec = replay.run_case(d)
+    assert rec["status"] == "measured" and rec["flush"] == "read" and seen == ["read", "read"]
+    assert rec["samples"] == [0.004, 0.002, 0.003] and rec["ms"] == 0.003
+    assert rec["baseline_samples"] == [0.004, 0.002, 0.003]
+    n = kernels.N
+    assert rec["bandwidth"] == pytest.approx(3 * n * 4 / 3e-6)
+    assert rec["percent_of_peak"] == pytest.approx(100 * rec["bandwidth"] / gb.H200.hbm_bandwidth)
+    t = gb.Timing.from_record(dict(rec, run={"gpu": "NVIDIA H200", "date": "2026-12-01"}))
+    assert t.samples == rec["samples"] and t.flush == "read"
+    assert "(median of 3, read flush)" in repr(t)
+
+    meta["flush"] = "none"
+    (d / "case.json").write_text(json.dumps(meta))
+    assert replay.run_case(d)["flush"] == "none" and seen[-1] == "none"
+
+
+def test_bench_records_dtype_and_flush_for_the_replay(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUBOOK_EXPORT_DIR", str(tmp_path))
+    monkeypatch.setattr(runtime, "local_arch", lambda: None)
+    export.set_chapter("99-test")
+    try:
+        vadd = gb.build(kernels.vadd, name="vadd")
+        t = gb.bench(vadd, flops=kernels.N, flush="write")
+    finally:
+        export.set_chapter("unknown")
+    assert t.status == "not measured" and t.dtype == "float32" and t.flush == "write"
+    meta = json.loads((tmp_path / "cases" / "99-test--vadd--perf" / "case.json").read_text())
+    assert meta["dtype"] == "float32" and meta["flush"] == "write"
+
+
+def test_old_results_without_a_flush_were_timed_with_the_write_flush():
+    t = gb.Timing.from_record({"name": "k", "ms": 1.0, "run": {"gpu": "NVIDIA H200"}})
+    assert t.flush == "write" and t.samples == []
+
+
+def test_a_hopper_only_kernel_exports_and_replays_on_sm_90a_only(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUBOOK_EXPORT_DIR", str(tmp_path))
+    monkeypatch.setattr(runtime, "local_arch", lambda: None)
+    export.set_chapter("99-test")
+    try:
+        k = gb.build(kernels.wgmma_fence, name="wgmma_fence", archs=(gb.HOPPER,))
+        ref = lambda out: torch.arange(128, dtype=torch.int32)  # noqa: E731
+        res = gb.check(k, [torch.empty(128, dtype=torch.int32)], ref=ref, stress=10)
+        timing = gb.bench(k, bytes=512)
+    finally:
+        export.set_chapter("unknown")
+    assert res.status == "not run" and "compiled for sm_90a — not run" in repr(res)
+    assert timing.status == "not measured"
+    d = tmp_path / "cases" / "99-test--wgmma_fence--check"
+    meta = json.loads((d / "case.json").read_text())
+    assert meta["runs_on"] == ["sm_90a"] and meta["facts"]["arch"] == "sm_90a"
+    assert meta["facts"]["not_built"]["sm_100a"].startswith("ptxas: Instruction 'wgmma.fence'")
+    assert (d / "module-sm_90a.so").exists() and not (d / "module-sm_100a.so").exists()
+    assert meta["fingerprint"] == k.fingerprint
+
+    fake_gpu(monkeypatch, lambda out: out.copy_(torch.arange(128, dtype=torch.int32)))
+    rec = replay.run_case(d)
+    assert rec["status"] == "passed" and rec["stress"]["failures"] == 0
+    fake_gpu(monkeypatch, lambda out: pytest.fail("must not launch on sm_100a"), arch="sm_100a")
+    assert replay.run_case(d)["status"] == "not runnable"

@@ -1,0 +1,320 @@
+"""The mbarrier ring demo in a real browser, against a Python model of the full/empty protocol.
+
+The demo is served from the source tree (no book build needed); every request that leaves
+127.0.0.1 fails the test.
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import http.server
+import json
+import random
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+
+CHROMIUM = Path("/usr/bin/chromium")
+DEMOS = Path(__file__).resolve().parents[1] / "_static" / "demos"
+TILES, STAGE_BYTES, CHUNK, CONSUMERS = 8, 8192, 4096, 2
+ACTORS = ["producer", "tma", "c0", "c1"]
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium"),
+]
+
+
+# -- the protocol, modelled independently of the page ------------------------------------------------
+class Barrier:
+    """An mbarrier: a phase completes when pending arrivals and tx-count are both zero."""
+
+    def __init__(self, count: int) -> None:
+        self.count, self.phase, self.pending, self.tx = count, 0, count, 0
+
+    def arrive(self, expect_tx: int = 0) -> bool:
+        self.tx += expect_tx
+        self.pending -= 1
+        return self._complete()
+
+    def complete_tx(self, n: int) -> bool:
+        self.tx -= n
+        return self._complete()
+
+    def try_wait(self, parity: int) -> bool:
+        return parity != self.phase % 2
+
+    def _complete(self) -> bool:
+        if self.pending == 0 and self.tx == 0:
+            self.phase, self.pending = self.phase + 1, self.count
+            return True
+        return False
+
+
+class Ring:
+    """One producer, a FIFO copy engine delivering CHUNK bytes per move, two consumer warps."""
+
+    def __init__(self, depth: int, mistake: str = "none") -> None:
+        self.depth, self.mistake, self.last = depth, mistake, -1
+        self.full = [Barrier(1) for _ in range(depth)]
+        self.empty = [Barrier(CONSUMERS) for _ in range(depth)]
+        self.buf = [{"tile": -1, "status": "free", "left": 0} for _ in range(depth)]
+        self.producer = 0
+        self.inflight: list[tuple[int, int]] = []
+        self.consumers = [{"next": 0, "seen": []} for _ in range(CONSUMERS)]
+
+    def producer_parity(self) -> int:
+        base = (self.producer // self.depth) % 2
+        return base if self.mistake == "producer" else base ^ 1
+
+    def consumer_parity(self, w: int) -> int:
+        base = (self.consumers[w]["next"] // self.depth) % 2
+        return base ^ 1 if self.mistake == "consumer" else base
+
+    def act(self, actor: str) -> bool:
+        if actor == "producer":
+            p = self.producer
+            if p >= TILES:
+                return False
+            s = p % self.depth
+            if not self.empty[s].try_wait(self.producer_parity()):
+                return False
+            self.full[s].arrive(expect_tx=STAGE_BYTES)
+            self.buf[s] = {"tile": p, "status": "loading", "left": STAGE_BYTES}
+            self.inflight.append((s, p))
+            self.producer += 1
+            return True
+        if actor == "tma":
+            if not self.inflight:
+                return False
+            s, _ = self.inflight[0]
+            self.buf[s]["left"] -= CHUNK
+            if self.buf[s]["left"] == 0:
+                self.buf[s]["status"] = "full"
+                self.inflight.pop(0)
+            self.full[s].complete_tx(CHUNK)
+            return True
+        w = int(actor[1])
+        c = self.consumers[w]
+        if c["next"] >= TILES:
+            return False
+        s = c["next"] % self.depth
+        if not self.full[s].try_wait(self.consumer_parity(w)):
+            return False
+        b = self.buf[s]
+        c["seen"].append(b["tile"] if b["status"] == "full" else -1)
+        if self.empty[s].arrive():
+            b["status"] = "free"
+        c["next"] += 1
+        return True
+
+    def move(self, actor: str) -> bool:
+        moved = self.act(actor)
+        if moved:
+            self.last = ACTORS.index(actor)
+        return moved
+
+    def next_actor(self) -> str | None:
+        for k in range(1, len(ACTORS) + 1):
+            a = ACTORS[(self.last + k) % len(ACTORS)]
+            if copy.deepcopy(self).act(a):
+                return a
+        return None
+
+    def public(self) -> dict:
+        return {
+            "depth": self.depth, "mistake": self.mistake,
+            "full": [{"phase": b.phase, "pending": b.pending, "tx": b.tx} for b in self.full],
+            "empty": [{"phase": b.phase, "pending": b.pending} for b in self.empty],
+            "buf": [dict(b) for b in self.buf],
+            "producer": self.producer, "inflight": [list(x) for x in self.inflight],
+            "consumers": [{"next": c["next"], "seen": list(c["seen"])} for c in self.consumers],
+        }
+
+
+def test_the_model_itself_delivers_every_tile_in_order() -> None:
+    for depth in (1, 2, 3, 4):
+        for seed in range(50):
+            ring, rng = Ring(depth), random.Random(seed)
+            while any(c["next"] < TILES for c in ring.consumers):
+                ring.move(rng.choice(ACTORS))
+            assert all(c["seen"] == list(range(TILES)) for c in ring.consumers)
+            assert all(b.pending == b.count and b.tx == 0 for b in ring.full + ring.empty)
+
+
+# -- serving the demos and driving the page ---------------------------------------------------------
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
+        pass
+
+
+@pytest.fixture(scope="module")
+def demo_url() -> Iterator[str]:
+    handler = functools.partial(_Quiet, directory=str(DEMOS))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/mbarrier-ring.html"
+    server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True,
+                               args=["--headless", "--no-sandbox", "--disable-gpu"])
+        yield b
+        b.close()
+
+
+@pytest.fixture()
+def page(browser: object, demo_url: str) -> Iterator[object]:
+    ctx = browser.new_context(viewport={"width": 1100, "height": 900})
+    errors: list[str] = []
+    external: list[str] = []
+
+    def route(r: object) -> None:
+        host = urlparse(r.request.url).hostname
+        if host not in ("127.0.0.1", "localhost"):
+            external.append(r.request.url)
+            r.abort()
+        else:
+            r.continue_()
+
+    ctx.route("**/*", route)
+    p = ctx.new_page()
+    p.on("pageerror", lambda e: errors.append(str(e)))
+    p.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    p.goto(demo_url, wait_until="networkidle")
+    p.errors, p.demo_url = errors, demo_url
+    yield p
+    assert not errors, errors
+    assert not external, external
+    ctx.close()
+
+
+BUTTONS = {"producer": "#act-producer", "tma": "#act-tma", "c0": "#act-c0", "c1": "#act-c1"}
+
+
+def shown(page: object) -> dict:
+    """The state the page publishes, and what its stage cards display."""
+    state = json.loads(page.get_attribute("body", "data-state"))
+    cards = []
+    for i in range(state["depth"]):
+        card = page.locator(f"#stage-{i}")
+        cards.append({f: int(card.locator(f"[data-field='{f}']").inner_text())
+                      for f in ("full-phase", "full-pending", "full-tx", "empty-phase", "empty-pending")})
+    return {"state": state, "cards": cards}
+
+
+def assert_matches(page: object, ring: Ring) -> None:
+    got = shown(page)
+    assert got["state"] == ring.public()
+    for i, card in enumerate(got["cards"]):
+        f, e = ring.full[i], ring.empty[i]
+        assert card == {"full-phase": f.phase, "full-pending": f.pending, "full-tx": f.tx,
+                        "empty-phase": e.phase, "empty-pending": e.pending}, f"stage {i}"
+    p = ring.producer
+    prod = page.locator("#actor-producer")
+    if p < TILES:
+        assert prod.get_attribute("data-stage") == str(p % ring.depth)
+        assert prod.get_attribute("data-parity") == str(ring.producer_parity())
+
+
+@pytest.mark.parametrize("depth", [1, 2, 3, 4])
+def test_stepping_follows_the_protocol_model(page: object, depth: int) -> None:
+    page.select_option("#depth", str(depth))
+    ring = Ring(depth)
+    assert_matches(page, ring)
+    rng = random.Random(depth)
+    before = page.inner_text("#stages")
+    for _ in range(60):                               # random moves, blocked ones included
+        actor = rng.choice(ACTORS)
+        page.click(BUTTONS[actor])
+        ring.move(actor)
+        assert_matches(page, ring)
+    assert page.inner_text("#stages") != before       # stepping changed what the page shows
+    for _ in range(200):                              # then "Next event" until the end
+        actor = ring.next_actor()
+        page.click("#act-next")
+        if actor is None:
+            break
+        ring.move(actor)
+        assert_matches(page, ring)
+    assert actor is None and "Every tile was produced and consumed" in page.inner_text("#log")
+    assert all(c["seen"] == list(range(TILES)) for c in ring.public()["consumers"])
+
+
+def test_a_fresh_ring_lets_the_producer_fill_every_stage(page: object) -> None:
+    page.select_option("#depth", "3")
+    for k in range(3):
+        page.click("#act-producer")
+        assert "passes" in page.inner_text("#log")
+        assert page.locator(f"#stage-{k} [data-field='full-tx']").inner_text() == str(STAGE_BYTES)
+    page.click("#act-producer")                       # tile 3 needs stage 0 back
+    assert "blocks" in page.inner_text("#log") and "parity 0" in page.inner_text("#log")
+    page.click("#act-tma")
+    assert page.locator("#stage-0 [data-field='full-tx']").inner_text() == str(STAGE_BYTES - CHUNK)
+    page.click("#act-tma")
+    assert page.locator("#stage-0 [data-field='full-phase']").inner_text() == "1"
+    assert page.locator("#stage-0 [data-field='buffer']").get_attribute("data-status") == "full"
+
+
+def test_the_wrong_producer_parity_deadlocks(page: object) -> None:
+    page.select_option("#mistake", "producer")
+    page.click("#act-producer")
+    assert "blocks" in page.inner_text("#log") and "parity 0" in page.inner_text("#log")
+    page.click("#act-next")
+    assert "deadlocked" in page.inner_text("#log")
+    assert json.loads(page.get_attribute("body", "data-state")) == Ring(2, "producer").public()
+
+
+def test_the_wrong_consumer_parity_reads_a_stage_before_its_data(page: object) -> None:
+    page.select_option("#mistake", "consumer")
+    ring = Ring(2, "consumer")
+    page.click("#act-c0")
+    ring.move("c0")
+    assert_matches(page, ring)
+    assert ring.consumers[0]["seen"] == [-1]
+    assert "stage not loaded" in page.inner_text("#actor-c0")
+
+
+def test_the_demo_fits_a_phone_and_follows_the_theme(browser: object, demo_url: str) -> None:
+    ctx = browser.new_context(viewport={"width": 390, "height": 800}, has_touch=True, is_mobile=True)
+    try:
+        p = ctx.new_page()
+        p.goto(demo_url + "?theme=dark", wait_until="networkidle")
+        assert p.evaluate("() => document.documentElement.dataset.theme") == "dark"
+        bg = p.evaluate("() => getComputedStyle(document.body).backgroundColor")
+        assert bg == "rgb(20, 24, 31)"
+        over = p.evaluate("() => document.documentElement.scrollWidth - document.documentElement.clientWidth")
+        assert over <= 0, f"the demo scrolls sideways by {over}px at 390px"
+        p.tap("#act-producer")
+        assert "passes" in p.inner_text("#log")
+        p.goto(demo_url + "?theme=light", wait_until="networkidle")
+        assert p.evaluate("() => getComputedStyle(document.body).backgroundColor") == "rgb(255, 255, 255)"
+    finally:
+        ctx.close()
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_no_serious_accessibility_violations(browser: object, demo_url: str, theme: str) -> None:
+    axe = pytest.importorskip("axe_playwright_python")
+    ctx = browser.new_context(viewport={"width": 1100, "height": 900})
+    try:
+        p = ctx.new_page()
+        p.goto(f"{demo_url}?theme={theme}", wait_until="networkidle")
+        p.click("#act-producer")
+        p.click("#act-tma")
+        p.evaluate((Path(axe.__file__).parent / "axe.min.js").read_text(encoding="utf-8") + "\n;void 0")
+        result = p.evaluate("async () => await axe.run(document, {resultTypes: ['violations']})")
+        bad = [(v["id"], v["help"], [n["target"] for n in v["nodes"][:3]])
+               for v in result["violations"] if v["impact"] in ("serious", "critical")]
+        assert not bad, bad
+    finally:
+        ctx.close()

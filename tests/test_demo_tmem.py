@@ -1,0 +1,165 @@
+"""The tensor-memory demo (chapter 6) in a real browser: its rules match gpubook.tmem, and
+interacting changes what it shows.
+
+The demo is self-contained, so these tests need no book build: they serve a copy of
+`_static/demos/` with the `book-data.js` that the build writes from gpubook.hardware, and
+fail on any request that leaves 127.0.0.1 and on any JavaScript error.
+"""
+
+from __future__ import annotations
+
+import functools
+import http.server
+import shutil
+import threading
+from collections.abc import Iterator
+
+import pytest
+
+from demo_server import CHROMIUM, CHROMIUM_ARGS, DEMOS, DemoPage, serious_axe_violations
+from gpubook import hardware, sphinxext, tmem
+
+pytestmark = [pytest.mark.browser,
+              pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium")]
+DEMO = "tmem.html"
+
+
+class _Quiet(http.server.SimpleHTTPRequestHandler):
+    extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map, ".js": "text/javascript"}
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
+        pass
+
+
+@pytest.fixture(scope="module")
+def base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    static = tmp_path_factory.mktemp("static")
+    shutil.copytree(DEMOS, static / "demos")
+    sphinxext.write_demo_facts(static)
+    handler = functools.partial(_Quiet, directory=str(static / "demos"))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[object]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        yield b
+        b.close()
+
+
+@pytest.fixture()
+def page(browser: object, base: str) -> Iterator[object]:
+    d = DemoPage(browser, base + DEMO, width=1100)
+    yield d.page
+    d.close()
+
+
+def test_geometry_comes_from_the_hardware_table(page: object) -> None:
+    lanes, columns = page.evaluate("() => [LANES, COLUMNS]")
+    assert (lanes, columns) == (tmem.LANES, tmem.COLUMNS)
+    assert lanes * columns * 4 == hardware.B200.tmem_per_sm
+    assert f"{tmem.LANES} lanes × {tmem.COLUMNS} columns" in page.inner_text("h2")
+
+
+def test_rules_match_the_python_model(page: object) -> None:
+    warps = list(range(16))
+    js = page.evaluate("ws => ws.map(laneQuarter)", warps)
+    assert js == [[tmem.lane_quarter(w)[0], tmem.lane_quarter(w)[-1]] for w in warps]
+    cases = [(lane, col) for lane in (0, 31, 32, 96, 127) for col in (0, 1, 128, 511)]
+    assert page.evaluate("cs => cs.map(([l, c]) => tmemAddress(l, c))", cases) == \
+        [tmem.address(lane, col) for lane, col in cases]
+    for shape in tmem.SHAPES:
+        for num in tmem.NUMS:
+            fp = page.evaluate("([s, n]) => ldFootprint(s, n)", [shape, num])
+            try:
+                py = tmem.ld_footprint(shape, num)
+            except ValueError:
+                assert not fp["valid"], f"{shape}.x{num} is invalid in Python but not in the demo"
+                continue
+            assert fp["valid"] and {k: fp[k] for k in py} == py, f"{shape}.x{num}: {fp} != {py}"
+    # the placement model: aligned to its size, clear of the held columns, blocking when full
+    for held in (0, 32, 64, 128, 256, 512):
+        for n in (32, 64, 128, 256, 512):
+            col = page.evaluate("([h, n]) => allocPlacement(h, n)", [held, n])
+            if col is None:
+                assert all(c < held for c in range(0, tmem.COLUMNS - n + 1, n)), (held, n)
+            else:
+                assert col % n == 0 and col >= held and col + n <= tmem.COLUMNS
+
+
+def test_choosing_a_warp_moves_the_lane_quarter(page: object) -> None:
+    for w in (0, 5, 7, 14):
+        page.select_option("#warp", str(w))
+        first = int(page.get_attribute("#quarter", "data-first"))
+        assert first == tmem.lane_quarter(w)[0]
+        assert f"lanes {first}–{first + 31}" in page.inner_text("#quarter")
+        mine = page.locator("rect[data-mine='1']")
+        assert mine.count() == 1 and int(mine.get_attribute("data-quarter")) == w % 4
+        ld = page.locator("#ld-rect")
+        assert int(ld.get_attribute("data-lane")) == first
+
+
+def test_allocation_address_and_the_base_check(page: object) -> None:
+    page.select_option("#alloc", "128")
+    page.select_option("#held", "0")
+    assert int(page.get_attribute("#address", "data-address")) == 0
+    assert page.get_attribute("#assume", "data-trap") == "0"
+    page.select_option("#held", "128")
+    assert int(page.get_attribute("#address", "data-address")) == tmem.address(0, 128)
+    assert "0x00000080" in page.inner_text("#address")
+    assert page.get_attribute("#assume", "data-trap") == "1"
+    assert int(page.get_attribute("#alloc-rect", "data-col")) == 128
+    page.select_option("#alloc", "512")
+    assert "blocks" in page.inner_text("#address")
+    assert page.locator("#alloc-rect").count() == 0
+
+
+def test_load_shape_changes_the_footprint(page: object) -> None:
+    page.select_option("#warp", "2")
+    page.select_option("#shape", "16x128b")
+    page.select_option("#num", "8")
+    page.select_option("#half", "16")
+    ld = page.locator("#ld-rect")
+    py = tmem.ld_footprint("16x128b", 8)
+    assert int(ld.get_attribute("data-lanes")) == py["lanes"] == 16
+    assert int(ld.get_attribute("data-columns")) == py["columns"]
+    assert int(ld.get_attribute("data-lane")) == tmem.lane_quarter(2)[0] + 16
+    assert f"{py['registers']} registers per thread" in page.inner_text("#load")
+    page.select_option("#shape", "16x256b")
+    page.select_option("#num", "64")
+    assert page.get_attribute("#load", "data-valid") == "0"
+    assert "not a valid instruction" in page.inner_text("#load")
+    assert page.locator("#ld-rect").count() == 0
+
+
+def test_follows_the_theme_and_fits_a_phone(browser: object, base: str) -> None:
+    colours = {}
+    for theme in ("dark", "light"):
+        d = DemoPage(browser, f"{base}{DEMO}?theme={theme}", width=1100)
+        assert d.page.evaluate("() => document.documentElement.dataset.theme") == theme
+        colours[theme] = d.page.evaluate("() => getComputedStyle(document.body).backgroundColor")
+        d.close()
+    assert colours["dark"] != colours["light"]
+    d = DemoPage(browser, base + DEMO, width=360, touch=True)
+    over = d.page.evaluate("() => document.documentElement.scrollWidth - document.documentElement.clientWidth")
+    assert over <= 0, f"the demo scrolls sideways by {over}px on a 360px screen"
+    d.page.locator("#warp").tap()
+    d.page.select_option("#warp", "9")
+    assert int(d.page.get_attribute("#quarter", "data-first")) == tmem.lane_quarter(9)[0]
+    d.close()
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+def test_no_serious_accessibility_violations(browser: object, base: str, theme: str) -> None:
+    d = DemoPage(browser, f"{base}{DEMO}?theme={theme}", width=1100)
+    assert serious_axe_violations(d.page) == []
+    d.close()

@@ -1,0 +1,67 @@
+"""The verification appendix from results files: stress runs, Hopper-only kernels, one narrow
+table per chapter that links the chapter."""
+
+from __future__ import annotations
+
+import json
+
+from gpubook import matrix
+
+RUN = {"gpu": "NVIDIA H200", "arch": "sm_90a", "date": "2026-12-01", "torch": "2.11.0",
+       "sanitizer": ["memcheck", "racecheck"]}
+
+
+def check(name, chapter="05-tma", runs_on=("sm_100a", "sm_90a"), status="passed", stress=None, **kw):
+    return {"case": f"{chapter}--{name}--check", "chapter": chapter, "name": name, "kind": "check",
+            "runs_on": list(runs_on), "status": status, "max_abs_error": 0.0, "max_rel_error": 0.0,
+            "sanitizer": {"memcheck": "clean", "racecheck": "clean"}, "stress": stress, **kw}
+
+
+def perf(name, chapter="05-tma", runs_on=("sm_100a", "sm_90a")):
+    return {"case": f"{chapter}--{name}--perf", "chapter": chapter, "name": name, "kind": "perf",
+            "runs_on": list(runs_on), "status": "measured", "ms": 0.25, "bytes": 1e9,
+            "bandwidth": 4.0e12, "percent_of_peak": 83.3}
+
+
+def rows_of(tmp_path, cases, run=RUN):
+    (tmp_path / "r.json").write_text(json.dumps({"format": 1, "run": run, "cases": cases}))
+    return {r["name"]: r for r in matrix.rows(tmp_path)}
+
+
+def test_stress_runs_are_shown_and_a_failing_one_is_a_failure(tmp_path):
+    rows = rows_of(tmp_path, [
+        check("tma_copy", stress={"launches": 2000, "failures": 0, "variants": 4}), perf("tma_copy"),
+        check("racy", stress={"launches": 2000, "failures": 3, "variants": 4}),
+        check("old", stress=None),
+    ])
+    assert matrix.tier(rows["tma_copy"]) == "passed on sm_90"
+    assert matrix.stress(rows["tma_copy"]) == "2000 launches over 4 input variants: 0 failures"
+    assert matrix.tier(rows["racy"]) == "FAILED under stress on sm_90 (3 of 2000 launches)"
+    assert rows["racy"]["failed"] and not rows["racy"]["passed_on"]
+    assert matrix.stress(rows["racy"]) == "2000 launches over 4 input variants: 3 failures"
+    assert matrix.stress(rows["old"]) == "—"
+    assert matrix.never_run(list(rows.values())) == []
+
+
+def test_a_hopper_only_kernel_says_why_it_has_no_sm100_build(tmp_path):
+    rows = rows_of(tmp_path, [check("gemm_wgmma", runs_on=["sm_90a"]),
+                              check("gemm_wgmma_v2", runs_on=["sm_90a"], status="not runnable")])
+    table = matrix.chapter_tables(list(rows.values()))
+    assert matrix.tier(rows["gemm_wgmma"]) == "passed on sm_90"
+    assert matrix.tier(rows["gemm_wgmma_v2"]) == "compiled for sm_90a — never run"
+    assert table.count(matrix.HOPPER_ONLY) == 2 and "wgmma has no sm_100a form" in table
+
+
+def test_chapter_tables_have_four_columns_and_link_existing_chapters(tmp_path):
+    chapters = tmp_path / "chapters"
+    chapters.mkdir()
+    (chapters / "05-tma.md").write_text("# TMA\n")
+    rows = rows_of(tmp_path, [check("tma_copy", stress={"launches": 10, "failures": 0, "variants": 2}),
+                              perf("tma_copy"), check("lost", chapter="99-gone")])
+    text = matrix.chapter_tables(sorted(rows.values(), key=lambda r: r["chapter"]), chapters)
+    assert "**{doc}`05-tma`**" in text and "**`99-gone`**" in text
+    table_lines = [ln for ln in text.splitlines() if ln.startswith("|")]
+    assert all(ln.count("|") == 5 for ln in table_lines), table_lines
+    line = next(ln for ln in table_lines if "`tma_copy`" in ln)
+    assert "**passed on sm_90** · H200, 2026-12-01 · max error 0 · memcheck and racecheck clean" in line
+    assert "250.0 µs (4.00 TB/s), 83% of peak" in line and "10 launches over 2 input variants: 0 failures" in line
