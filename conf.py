@@ -23,16 +23,24 @@ nb_execution_cache_path = os.path.join(
 )
 
 
-def _reset_cache_when_results_change(cache: str) -> None:
-    """Chapters read results/*.json; the cache keys on code only, so new results void it."""
+def _inputs_digest() -> str:
+    """A digest of what chapters read besides their own code: results/*.json and gpubook/*.py."""
     import hashlib
-    import shutil
     from pathlib import Path
 
     here = Path(__file__).resolve().parent
-    digest = hashlib.sha256(
-        b"".join(p.name.encode() + p.read_bytes() for p in sorted((here / "results").glob("*.json")))
+    inputs = sorted((here / "results").glob("*.json")) + sorted((here / "gpubook").glob("*.py"))
+    return hashlib.sha256(
+        b"".join(p.relative_to(here).as_posix().encode() + p.read_bytes() for p in inputs)
     ).hexdigest()
+
+
+def _reset_cache_when_inputs_change(cache: str, digest: str) -> None:
+    """The execution cache keys on the chapters' code only: new results or a changed gpubook
+    (a figure, a report) void it."""
+    import shutil
+    from pathlib import Path
+
     stamp = Path(cache) / "results.sha256"
     if stamp.exists() and stamp.read_text() == digest:
         return
@@ -41,8 +49,11 @@ def _reset_cache_when_results_change(cache: str) -> None:
     stamp.write_text(digest)
 
 
+# Sphinx re-reads every page when this value changes (gpubook.sphinxext registers it as an
+# "env" setting), so a kept build folder does not serve outputs of the old inputs either.
+gpubook_inputs_digest = _inputs_digest()
 if nb_execution_mode == "cache":
-    _reset_cache_when_results_change(nb_execution_cache_path)
+    _reset_cache_when_inputs_change(nb_execution_cache_path, gpubook_inputs_digest)
 nb_execution_raise_on_error = True
 nb_execution_timeout = 600  # seconds per cell: a kernel compile takes about a second
 nb_execution_show_tb = True

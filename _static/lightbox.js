@@ -44,7 +44,13 @@
     img.height = source.naturalHeight;
     const fig = source.closest("figure");
     const cap = fig && fig.querySelector("figcaption");
-    dialog.querySelector(".gpubook-lightbox-caption").textContent = cap ? cap.textContent.trim() : "";
+    let text = "";
+    if (cap) {  // the caption's words, without its permalink sign
+      const copy = cap.cloneNode(true);
+      copy.querySelectorAll(".headerlink").forEach((h) => h.remove());
+      text = copy.textContent.trim();
+    }
+    dialog.querySelector(".gpubook-lightbox-caption").textContent = text;
     dialog.opener = link;
     document.documentElement.classList.add("gpubook-lightbox-open");
     dialog.showModal();

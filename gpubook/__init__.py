@@ -1,6 +1,6 @@
 """The helper package of the book: compile, report, check and time TIRx kernels."""
 
-from . import guard, layouts, lessons, mbarrier, plots, results, roofline, tmem
+from . import guard, layouts, lessons, mbarrier, plots, results, roofline, schedule, tmem
 from .bench import Timing, bench
 from .build import BLACKWELL, HOPPER, Kernel, build, lower, target
 from .check import CheckError, CheckResult, NotRunError, check, compare, seeded, tolerance
@@ -8,6 +8,7 @@ from .export import set_chapter
 from .hardware import B200, GPUS, H100, H200, gpu_for
 from .lessons import Refusal, explain_failure
 from .signature import KernelCallError, Param
+from .trace import Trace, trace
 
 __all__ = [
     "B200",
@@ -24,6 +25,7 @@ __all__ = [
     "Param",
     "Refusal",
     "Timing",
+    "Trace",
     "bench",
     "build",
     "check",
@@ -38,9 +40,11 @@ __all__ = [
     "plots",
     "results",
     "roofline",
+    "schedule",
     "seeded",
     "set_chapter",
     "target",
     "tmem",
     "tolerance",
+    "trace",
 ]

@@ -22,6 +22,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--sanitize", action="store_true", help="also run memcheck and racecheck")
     r.add_argument("--timeout", type=float, default=120.0, help="seconds per case")
     r.add_argument("--only", default=None, help="regex on case names")
+    r.add_argument("--jobs", type=int, default=1,
+                   help="check cases run this many at a time (timed cases always one at a time)")
     c = sub.add_parser("replay-case", help=argparse.SUPPRESS)
     c.add_argument("case")
     c.add_argument("--json", required=True)
@@ -39,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "replay":
         from .replay import replay
 
-        return replay(args.out, args.results, args.sanitize, args.timeout, args.only)
+        return replay(args.out, args.results, args.sanitize, args.timeout, args.only, args.jobs)
     from .replay import main_case
 
     return main_case(args.case, args.json, not args.no_timing, not args.no_stress)

@@ -109,6 +109,8 @@ class Timing:
         parts = [f"{self.name} on {self.gpu}: {self.ms * 1e3:.1f} µs"]
         if self.samples:
             parts[0] += f" (median of {len(self.samples)}, {self.flush} flush)"
+        else:
+            parts[0] += f" ({self.flush} flush)"
         if self.bandwidth:
             parts.append(f"{self.bandwidth / 1e12:.2f} TB/s")
         if self.flop_rate:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -50,24 +51,69 @@ class CheckResult:
     facts: str = ""
     stress: dict[str, Any] | None = None  # {"launches", "failures", "variants", "first_failure"}
     stress_planned: int = 0  # launches asked for (exported for a GPU run when none is here)
+    recorded: dict[str, Any] | None = None  # the newest replay of this exact kernel (results/)
 
     @property
     def passed(self) -> bool:
         return self.status == "passed"
 
-    def __repr__(self) -> str:
+    def lines(self) -> list[str]:
+        """The verdict, then indented detail lines (what __repr__ and the HTML show)."""
         if self.passed:
-            line = (
-                f"PASS {self.kernel} on {self.gpu} ({self.arch}): max abs error "
-                f"{self.max_abs_error:.3g}, max rel error {self.max_rel_error:.3g}"
-            )
+            out = [f"PASS {self.kernel} on {self.gpu} ({self.arch}): max abs error "
+                   f"{self.max_abs_error:.3g}, max rel error {self.max_rel_error:.3g}"]
             if self.stress:
-                line += f"\n  {describe_stress(self.stress)}"
-            return line
-        line = f"NOT RUN {self.kernel}: {self.reason}"
-        if self.stress_planned:
-            line += f"\n  stress test of {self.stress_planned} launches: not run either"
-        return line + f"\n  static facts: {self.facts}"
+                out.append(describe_stress(self.stress))
+            return out
+        out = [f"NOT RUN {self.kernel}: {self.reason}"]
+        if self.recorded is not None:
+            out.append(f"same kernel replayed: {describe_record(self.recorded)}")
+        else:
+            out.append("no replay of this exact kernel is recorded yet")
+        if self.stress_planned and not (self.recorded or {}).get("stress"):
+            out.append(f"stress test of {self.stress_planned} launches: not run either")
+        out.append(f"static facts: {self.facts}")
+        return out
+
+    def __repr__(self) -> str:
+        first, *rest = self.lines()
+        if self.recorded is not None:
+            rest[0] += f" (appendix A, {MATRIX_PAGE})"
+        return "\n".join([first] + [f"  {ln}" for ln in rest])
+
+    def _repr_html_(self) -> str:
+        first, *rest = (html.escape(ln) for ln in self.lines())
+        if self.recorded is not None:
+            rest[0] += f' — <a href="{MATRIX_PAGE}">appendix A</a>'
+        body = "<br>".join([first] + [f"&nbsp;&nbsp;{ln}" for ln in rest])
+        return f'<div class="gpubook-report gpubook-check"><code>{body}</code></div>'
+
+
+# The verification matrix (appendix A), relative to a chapter page of the built book.
+MATRIX_PAGE = "A-verification-matrix.html"
+
+
+def describe_record(rec: dict[str, Any]) -> str:
+    """One line for a replayed check: 'passed on NVIDIA H200, 2026-11-30, max abs error 0,
+    memcheck and racecheck clean; stress: ...' (or the failure and its first line)."""
+    run = rec["run"]
+    if rec["status"] == "passed":
+        s = f"passed on {run['gpu']}, {run['date']}"
+        if rec.get("max_abs_error") is not None:
+            s += f", max abs error {rec['max_abs_error']:.3g}"
+    else:
+        s = f"{rec['status'].upper()} on {run['gpu']}, {run['date']}"
+        msg = (rec.get("message") or "").strip().splitlines()
+        if msg:
+            s += f": {msg[0][:200]}"
+    san = rec.get("sanitizer") or {}
+    if san and all(v == "clean" for v in san.values()):
+        s += f", {' and '.join(san)} clean"
+    elif san:
+        s += ", " + ", ".join(f"{k} {v}" for k, v in san.items())
+    if rec.get("stress"):
+        s += f"; {describe_stress(rec['stress'])}"
+    return s
 
 
 def describe_stress(rec: dict[str, Any]) -> str:
@@ -278,9 +324,13 @@ def check(
         )
     if why is not None:
         need = " or ".join(kernel.runs_on)
+        from . import export, results
+
+        rec = results.newest(name, "check", chapter=export.current_chapter(),
+                             fingerprint=kernel.fingerprint)
         result = CheckResult(
             name, "not run", reason=f"compiled for {need} — not run: {why}", facts=kernel.summary(),
-            stress_planned=stress,
+            stress_planned=stress, recorded=rec,
         )
         if strict():
             raise NotRunError(f"{STRICT_ENV} is set and {name} did not run: {result.reason}")

@@ -105,11 +105,6 @@ MAX_REGISTERS_PER_THREAD = 255
 MAX_CLUSTER_SIZE_PORTABLE = 8
 SMEM_BANKS = 32
 SMEM_BANK_BYTES = 4
-# Non-tensor throughput per SM per clock, sm_90 and sm_100 alike (CUDA C++ Programming Guide,
-# arithmetic instruction throughput): fp32 add/mul/FMA results, and special-function (MUFU:
-# exp2, log2, rcp, rsqrt, sin, cos) results. An FMA counts as two FLOP.
-FP32_RESULTS_PER_SM_PER_CLK = 128
-SFU_RESULTS_PER_SM_PER_CLK = 16
 
 
 class UnknownGPUError(KeyError):

@@ -62,7 +62,8 @@ def _reason(summary: str) -> str:
 
 def parse_failure(text: str) -> Refusal:
     """Read TIRx's error text: the dispatch report table if there is one, else the first lines."""
-    lines = text.split("\nError in pass")[0].splitlines()
+    text = re.split(r"\nError in pass|\nTraceback \(most recent call last\)|\nStack trace", text)[0]
+    lines = text.splitlines()
     headline = next((ln.strip() for ln in lines if ln.strip()), "lowering failed")
     op = re.search(r"\bop=(\S+)", headline)
     refusal = Refusal(headline, op.group(1) if op else None)

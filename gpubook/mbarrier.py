@@ -4,8 +4,9 @@ A kernel whose barrier protocol is wrong (an expect_tx byte count that never arr
 parity that is off by one phase) hangs in `mbarrier.try_wait` forever. In a teaching or
 debugging build, `wait` replaces that spin by a loop with a time budget: when the budget
 runs out, one lane of each waiting warp prints which barrier (a small id and its
-shared-memory address), which phase parity it was waiting for, and its block and thread,
-and then the thread executes `trap`, which ends the kernel with an error instead of a hang.
+shared-memory address), which phase parity it was waiting for, and its block and thread;
+a few milliseconds later (so that the other waiting warps can print as well) the thread
+executes `trap`, which ends the kernel with an error instead of a hang.
 
 Production builds keep the plain wait: the bounded form is chosen explicitly
 (`bounded=True`), by `GPUBOOK_BOUNDED_WAIT=1` in the environment when the kernel is
@@ -53,6 +54,8 @@ __device__ __noinline__ void gpubook_mbarrier_wait_bounded_at(unsigned int addr,
                (int)threadIdx.x, (int)threadIdx.y, (int)threadIdx.z, __popc(active), tries,
                now - start);
     }
+    // Give the other waiting warps time to print too: a trap ends the whole kernel at once.
+    for (int i = 0; i < 4000; ++i) __nanosleep(1000);
     asm volatile("trap;");
 }
 __forceinline__ __device__ void gpubook_mbarrier_wait_bounded(void* bar, int phase, int bar_id,

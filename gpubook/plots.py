@@ -177,6 +177,27 @@ def png_bytes(fig: Figure, dpi: int = PNG_DPI) -> bytes:
     return buf.getvalue()
 
 
+def show_figures_as_book_pngs() -> bool:
+    """In a notebook, display every matplotlib Figure through `png_bytes`, so a figure drawn with
+    pyplot in a chapter records its smallest font like the book's own plots. Returns whether a
+    notebook was there to set up."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    ip = get_ipython()
+    if ip is None or not hasattr(ip, "display_formatter"):
+        return False
+    try:
+        # the inline backend registers its own PNG writer when first imported: import it first,
+        # so that ours, registered after it, is the one that stays
+        import matplotlib_inline.backend_inline  # noqa: F401
+    except ImportError:
+        pass
+    ip.display_formatter.formatters["image/png"].for_type(Figure, png_bytes)
+    return True
+
+
 def png(fig: Figure, dpi: int = PNG_DPI):
     """The figure as an IPython PNG image (see `png_bytes`), ready for myst-nb glue or display."""
     from IPython.display import Image
@@ -339,3 +360,6 @@ def ownership_grid(owner: Sequence[Sequence[int]], label: Sequence[Sequence[str]
         axes[0].set_title(title, fontsize=SIZES["title"], color="black", pad=10)
     fig.tight_layout(h_pad=0.8)
     return fig
+
+
+show_figures_as_book_pngs()

@@ -64,6 +64,11 @@ def run_case(case_dir: Path, timing: bool = True, stress: bool = True) -> dict[s
         return rec
     so = case_dir / f"module-{arch}.so"
     launcher = runtime.load(str(so), meta["name"], meta["param_objs"], arch)
+    if meta["kind"] == "trace":  # outputs kept in the results file: gpubook/trace.py
+        from .trace import replay_case
+
+        rec.update(replay_case(case_dir, meta, launcher))
+        return rec
     if meta["kind"] == "check":
         data = torch.load(case_dir / "tensors.pt")
         n_stress = meta.get("stress", 0) if stress else 0
@@ -157,8 +162,15 @@ def _sanitize(case_dir: Path, work: Path, timeout: float) -> dict[str, str]:
 
 
 def replay(export_dir: Path, results: Path | None, sanitize: bool, timeout: float,
-           only: str | None = None) -> int:
-    """Replay every case under export_dir/cases; write the results file; return the exit code."""
+           only: str | None = None, jobs: int = 1) -> int:
+    """Replay every case under export_dir/cases; write the results file; return the exit code.
+
+    Check cases (and their sanitizer runs) go through `jobs` child processes at a time; timed
+    cases run afterwards, one at a time, on an otherwise idle GPU. The results file is rewritten
+    after every case, so a replay stopped part-way still leaves what it established.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
     from . import runtime
 
     arch = runtime.local_arch()
@@ -169,10 +181,26 @@ def replay(export_dir: Path, results: Path | None, sanitize: bool, timeout: floa
 
     work = export_dir / "work"
     work.mkdir(exist_ok=True)
-    records = []
-    for case_dir in sorted(p for p in (export_dir / "cases").iterdir() if p.is_dir()):
-        if only and not re.search(only, case_dir.name):
-            continue
+    cases = [p for p in sorted((export_dir / "cases").iterdir()) if p.is_dir()
+             and (not only or re.search(only, p.name))]
+    checks = [c for c in cases if load_case(c)["kind"] == "check"]
+    timed = [c for c in cases if c not in checks]
+    run = {
+        "gpu": torch.cuda.get_device_name(0), "arch": arch,
+        "date": _dt.date.today().isoformat(), "torch": torch.__version__,
+        "sanitizer": list(SANITIZER_TOOLS) if sanitize else [],
+    }
+    done: dict[str, dict[str, Any]] = {}
+
+    def write() -> dict[str, Any]:
+        doc = {"format": RESULTS_FORMAT, "run": run,
+               "cases": [done[c.name] for c in cases if c.name in done]}
+        if results is not None:
+            results.parent.mkdir(parents=True, exist_ok=True)
+            results.write_text(json.dumps(doc, indent=1) + "\n")
+        return doc
+
+    def one(case_dir: Path) -> dict[str, Any]:
         out_json = work / f"{case_dir.name}.json"
         out_json.unlink(missing_ok=True)
         rec, out, timed_out = _child(case_dir, out_json, True, timeout)
@@ -185,17 +213,20 @@ def replay(export_dir: Path, results: Path | None, sanitize: bool, timeout: floa
                        message=(f"stopped after {timeout:g} s" if timed_out else out.strip()[-1500:]))
         if sanitize and rec["status"] in ("passed", "failed as expected"):
             rec["sanitizer"] = _sanitize(case_dir, work, timeout)
-        records.append(rec)
+        return rec
+
+    def finish(case_dir: Path, rec: dict[str, Any]) -> None:
+        done[case_dir.name] = rec
         print(_line(rec), flush=True)
-    run = {
-        "gpu": torch.cuda.get_device_name(0), "arch": arch,
-        "date": _dt.date.today().isoformat(), "torch": torch.__version__,
-        "sanitizer": list(SANITIZER_TOOLS) if sanitize else [],
-    }
-    doc = {"format": RESULTS_FORMAT, "run": run, "cases": records}
-    if results is not None:
-        results.parent.mkdir(parents=True, exist_ok=True)
-        results.write_text(json.dumps(doc, indent=1) + "\n")
+        write()
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        for case_dir, rec in zip(checks, pool.map(one, checks)):
+            finish(case_dir, rec)
+    for case_dir in timed:
+        finish(case_dir, one(case_dir))
+    doc = write()
+    records = doc["cases"]
     print(summary(doc))
     return exit_code(records)
 

@@ -61,3 +61,21 @@ def latest(name: str, kind: str = "perf", chapter: str | None = None,
         and (fingerprint is None or c.get("fingerprint") == fingerprint)
     ]
     return found[-1] if found else None
+
+
+# Statuses of a case that ran (a replay that could not run it says nothing about it).
+RAN = ("passed", "failed", "timeout", "error", "measured")
+
+
+def newest(name: str, kind: str = "check", chapter: str | None = None,
+           fingerprint: str | None = None,
+           directory: Path | str | None = None) -> dict[str, Any] | None:
+    """The newest case of that kernel that ran, whatever its verdict (a newer failure is not
+    hidden behind an older pass), or None. With `fingerprint`, only that exact kernel script."""
+    found = [
+        c for c in cases(directory)
+        if c["name"] == name and c["kind"] == kind and c["status"] in RAN
+        and (chapter is None or c["chapter"] == chapter)
+        and (fingerprint is None or c.get("fingerprint") == fingerprint)
+    ]
+    return found[-1] if found else None

@@ -73,6 +73,10 @@ class PageTiers:
         if not self.checked:
             return ("compile", "compile-only",
                     f"{count} {is_} compiled for sm_100a and inspected; none is launched on this page.")
+        hopper_only = [k for k, r in self.kernels.items() if not any(a.startswith("sm_100") for a in r)]
+        if len(hopper_only) == n:
+            return ("sm90", "sm_90a only",
+                    f"{count} {compiles} for and {runs} on Hopper (sm_90a) only: wgmma has no sm_100a form.")
         if not blackwell_only:
             return ("sm90", "sm_90+",
                     f"{count} {compiles} anywhere and {runs} on Hopper (sm_90a) and Blackwell (sm_100a).")
@@ -174,14 +178,13 @@ def demo_facts() -> dict[str, Any]:
             "bf16_flops": g.bf16_flops, "fp8_flops": g.fp8_flops, "hbm_bandwidth": g.hbm_bandwidth,
             "ridge_bf16": g.ridge_bf16,
             # FMA = 2 FLOP per result; SFU ops count one per result
-            "fp32_flops": g.sms * hw.FP32_RESULTS_PER_SM_PER_CLK * 2 * clock,
-            "sfu_ops": g.sms * hw.SFU_RESULTS_PER_SM_PER_CLK * clock,
+            "fp32_flops": g.fp32_flops, "sfu_ops": g.sfu_rate,
             "smem_per_sm": g.smem_per_sm, "tmem_per_sm": g.tmem_per_sm,
         }
     return {
         "source": hw.SOURCES, "gpus": gpus,
-        "fp32_per_sm_per_clk": hw.FP32_RESULTS_PER_SM_PER_CLK,
-        "sfu_per_sm_per_clk": hw.SFU_RESULTS_PER_SM_PER_CLK,
+        "fp32_per_sm_per_clk": hw.B200.fp32_lanes_per_sm,
+        "sfu_per_sm_per_clk": hw.B200.sfu_per_sm,
         "warp_size": hw.WARP_SIZE, "smem_banks": hw.SMEM_BANKS, "smem_bank_bytes": hw.SMEM_BANK_BYTES,
     }
 
@@ -218,6 +221,8 @@ def on_build_finished(app: Sphinx, exc: Exception | None) -> None:
 
 def setup(app: Sphinx) -> dict[str, Any]:
     app.add_config_value("gpubook_notebooks", "notebooks", "html")
+    # conf.py sets it to a digest of results/ and gpubook/: a change re-reads (re-executes) every page
+    app.add_config_value("gpubook_inputs_digest", "", "env")
     app.connect("doctree-resolved", on_doctree_resolved)
     app.connect("build-finished", on_build_finished)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

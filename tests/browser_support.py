@@ -25,23 +25,16 @@ THEMES = ("light", "dark")
 ROOT = Path(__file__).resolve().parents[1]
 
 # -- fixtures ------------------------------------------------------------------------------------
-_CHROMIUM: dict[str, object] = {}
-
-
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def browser() -> Iterator[object]:
-    """One Chromium for the whole test session, shared by every test module that imports this
-    fixture (Playwright's sync API allows one instance at a time)."""
+    """Chromium for one test module. Playwright's sync API runs one instance at a time, so each
+    module starts its own and stops it before the next module's starts."""
     from playwright.sync_api import sync_playwright
 
-    if "browser" not in _CHROMIUM:
-        pw = sync_playwright().start()
-        _CHROMIUM.update(pw=pw, browser=pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS,
-                                                             headless=True))
-    yield _CHROMIUM["browser"]
-    if "browser" in _CHROMIUM:  # the first module's teardown, at the end of the session, closes it
-        _CHROMIUM.pop("browser").close()
-        _CHROMIUM.pop("pw").stop()
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
+        yield b
+        b.close()
 
 
 class Session:

@@ -27,6 +27,7 @@ from browser_support import (  # noqa: F401 - fixtures are used by name
 )
 
 pytestmark = BROWSER_MARKS
+DEMOS = sorted(p.stem for p in (ROOT / "_static" / "demos").glob("*.html"))
 
 
 # -- link collection (Python side, from the files) ------------------------------------------------
@@ -588,7 +589,6 @@ def test_code_and_demos_are_keyboard_reachable(session: Session, chapters: list[
 
 # -- the demos ------------------------------------------------------------------------------------
 # Each demo has its own test file (tests/test_demo_<name>.py); what every demo must do is here.
-DEMOS = sorted(p.stem for p in (ROOT / "_static" / "demos").glob("*.html"))
 
 
 def test_embedded_demos_follow_the_book_theme(session: Session, chapters: list[str]) -> None:
@@ -633,7 +633,8 @@ def test_demos_read_the_hardware_facts_of_the_build(built_book: Path, demo: str)
     from gpubook import sphinxext
 
     html = (ROOT / "_static" / "demos" / f"{demo}.html").read_text()
-    assert '<script src="book-data.js"></script>' in html and '<script src="frame.js"></script>' in html
+    if "GPUBOOK" in html:
+        assert '<script src="book-data.js"></script>' in html, f"{demo} reads window.GPUBOOK without loading it"
     data = (built_book / "_static" / "demos" / "book-data.js").read_text()
     facts = json.loads(data[data.index("=") + 1:].strip().rstrip(";"))
     assert facts == json.loads(json.dumps(sphinxext.demo_facts()))

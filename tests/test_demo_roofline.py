@@ -18,10 +18,9 @@ pytestmark = BROWSER_MARKS
 
 def rates(gpu: hw.GPU) -> dict[str, float]:
     """Peak rate of each roof the demo offers, from the hardware table."""
-    clock = gpu.tensor_clock_hz
     return {"tensor": rl.peak_flops(gpu, "bf16"),
-            "fp32": gpu.sms * hw.FP32_RESULTS_PER_SM_PER_CLK * 2 * clock,
-            "sfu": gpu.sms * hw.SFU_RESULTS_PER_SM_PER_CLK * clock}
+            "fp32": gpu.sms * gpu.fp32_lanes_per_sm * 2 * gpu.tensor_clock_hz,   # an FMA is 2 FLOP
+            "sfu": gpu.sms * gpu.sfu_per_sm * gpu.tensor_clock_hz}
 
 
 def shown(page: object) -> dict[str, str]:

@@ -60,6 +60,7 @@ def test_an_unknown_variant_is_named_with_the_registered_ones():
 
 def test_an_error_that_is_no_dispatch_report_keeps_its_first_lines():
     r = parse_failure("InternalError: Check failed: x == y\nmore detail\n\nError in pass: p\nbody")
+    assert "frame" not in str(parse_failure("ValueError: bad\nTraceback (most recent call last):\n  frame"))
     assert r.op is None and r.reasons == []
     assert str(r).startswith("InternalError: Check failed: x == y:")
     assert "more detail" in str(r) and "body" not in str(r)

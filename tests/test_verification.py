@@ -269,3 +269,30 @@ def test_bench_records_dtype_and_flush_for_the_replay(tmp_path, monkeypatch):
 def test_old_results_without_a_flush_were_timed_with_the_write_flush():
     t = gb.Timing.from_record({"name": "k", "ms": 1.0, "run": {"gpu": "NVIDIA H200"}})
     assert t.flush == "write" and t.samples == []
+
+
+def test_a_hopper_only_kernel_exports_and_replays_on_sm_90a_only(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUBOOK_EXPORT_DIR", str(tmp_path))
+    monkeypatch.setattr(runtime, "local_arch", lambda: None)
+    export.set_chapter("99-test")
+    try:
+        k = gb.build(kernels.wgmma_fence, name="wgmma_fence", archs=(gb.HOPPER,))
+        ref = lambda out: torch.arange(128, dtype=torch.int32)  # noqa: E731
+        res = gb.check(k, [torch.empty(128, dtype=torch.int32)], ref=ref, stress=10)
+        timing = gb.bench(k, bytes=512)
+    finally:
+        export.set_chapter("unknown")
+    assert res.status == "not run" and "compiled for sm_90a — not run" in repr(res)
+    assert timing.status == "not measured"
+    d = tmp_path / "cases" / "99-test--wgmma_fence--check"
+    meta = json.loads((d / "case.json").read_text())
+    assert meta["runs_on"] == ["sm_90a"] and meta["facts"]["arch"] == "sm_90a"
+    assert meta["facts"]["not_built"]["sm_100a"].startswith("ptxas: Instruction 'wgmma.fence'")
+    assert (d / "module-sm_90a.so").exists() and not (d / "module-sm_100a.so").exists()
+    assert meta["fingerprint"] == k.fingerprint
+
+    fake_gpu(monkeypatch, lambda out: out.copy_(torch.arange(128, dtype=torch.int32)))
+    rec = replay.run_case(d)
+    assert rec["status"] == "passed" and rec["stress"]["failures"] == 0
+    fake_gpu(monkeypatch, lambda out: pytest.fail("must not launch on sm_100a"), arch="sm_100a")
+    assert replay.run_case(d)["status"] == "not runnable"

@@ -1,0 +1,111 @@
+"""NOT RUN points at what did run: the newest replay of the same kernel (same fingerprint)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+import gpubook as gb
+from gpubook import export, results, runtime
+
+import kernels
+
+N = kernels.N
+
+
+@pytest.fixture(scope="module")
+def vadd():
+    return gb.build(kernels.vadd, name="vadd")
+
+
+@pytest.fixture(autouse=True)
+def no_gpu(monkeypatch):
+    monkeypatch.setattr(runtime, "local_arch", lambda: None)
+    monkeypatch.delenv("GPUBOOK_STRICT", raising=False)
+    monkeypatch.delenv("GPUBOOK_EXPORT_DIR", raising=False)
+    export.set_chapter("99-test")
+    yield
+    export.set_chapter("unknown")
+
+
+def write_results(tmp_path, monkeypatch, cases, date="2026-11-30", gpu="NVIDIA H200"):
+    doc = {"format": 2, "run": {"gpu": gpu, "arch": "sm_90a", "date": date, "torch": "2.11",
+                                "sanitizer": ["memcheck", "racecheck"]}, "cases": cases}
+    (tmp_path / f"{date}-h200.json").write_text(json.dumps(doc))
+    monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
+
+
+def record(vadd, **kw):
+    rec = {"case": "99-test--vadd--check", "chapter": "99-test", "name": "vadd", "kind": "check",
+           "runs_on": ["sm_100a", "sm_90a"], "fingerprint": vadd.fingerprint, "status": "passed",
+           "max_abs_error": 0.0, "max_rel_error": 0.0,
+           "sanitizer": {"memcheck": "clean", "racecheck": "clean"}}
+    rec.update(kw)
+    return rec
+
+
+def args():
+    return [gb.seeded((N,), seed=1), gb.seeded((N,), seed=2), torch.empty(N)]
+
+
+def add(x, y, out):
+    return x + y
+
+
+def test_not_run_names_the_replay_of_the_same_kernel(vadd, tmp_path, monkeypatch):
+    write_results(tmp_path, monkeypatch, [record(vadd)])
+    res = gb.check(vadd, args(), ref=add)
+    text = repr(res)
+    lines = text.splitlines()
+    assert lines[0] == "NOT RUN vadd: compiled for sm_100a or sm_90a — not run: no GPU on this machine"
+    assert lines[1] == ("  same kernel replayed: passed on NVIDIA H200, 2026-11-30, max abs error 0, "
+                        "memcheck and racecheck clean (appendix A, A-verification-matrix.html)")
+    assert lines[2].startswith("  static facts: vadd: compiled for sm_100a (+sm_90a)")
+    assert len(lines) == 3  # one static line, not the compile report again
+    page = res._repr_html_()
+    assert '<a href="A-verification-matrix.html">appendix A</a>' in page
+    assert "NOT RUN vadd" in page and ">PASS" not in page
+
+
+def test_not_run_shows_the_recorded_stress_result(vadd, tmp_path, monkeypatch):
+    stress = {"launches": 2000, "failures": 0, "variants": 8, "first_failure": None}
+    write_results(tmp_path, monkeypatch, [record(vadd, stress=stress)])
+    text = repr(gb.check(vadd, args(), ref=add, stress=2000))
+    assert "memcheck and racecheck clean; stress: 2000 launches over 8 input variants, 0 failed" in text
+    assert "not run either" not in text
+
+
+def test_a_replay_of_a_different_script_does_not_count(vadd, tmp_path, monkeypatch):
+    write_results(tmp_path, monkeypatch, [record(vadd, fingerprint="0123456789abcdef")])
+    text = repr(gb.check(vadd, args(), ref=add))
+    assert "no replay of this exact kernel is recorded yet" in text and "passed on" not in text
+    assert "appendix A" not in gb.check(vadd, args(), ref=add)._repr_html_()
+
+
+def test_a_newer_failure_is_shown_instead_of_an_older_pass(vadd, tmp_path, monkeypatch):
+    write_results(tmp_path, monkeypatch, [record(vadd)])
+    failed = record(vadd, status="failed", max_abs_error=None, sanitizer=None,
+                    message="vadd: out-of-bounds write: wrote 1 element after out (...)\nmore")
+    doc = {"format": 2, "run": {"gpu": "NVIDIA H200", "arch": "sm_90a", "date": "2026-12-02"},
+           "cases": [failed]}
+    (tmp_path / "2026-12-02-h200.json").write_text(json.dumps(doc))
+    text = repr(gb.check(vadd, args(), ref=add))
+    assert ("same kernel replayed: FAILED on NVIDIA H200, 2026-12-02: vadd: out-of-bounds write: "
+            "wrote 1 element after out (...)") in text
+
+
+def test_the_reason_comes_from_the_runtime_probe(vadd, tmp_path, monkeypatch):
+    write_results(tmp_path, monkeypatch, [])
+    monkeypatch.setattr(runtime, "why_not_here", lambda runs_on: "the probe says so")
+    text = repr(gb.check(vadd, args(), ref=add))
+    assert text.startswith("NOT RUN vadd: compiled for sm_100a or sm_90a — not run: the probe says so")
+    assert "B200" not in text.splitlines()[0]
+
+
+def test_results_newest_ignores_cases_a_replay_could_not_run(vadd, tmp_path):
+    doc = {"format": 2, "run": {"gpu": "NVIDIA H200", "arch": "sm_90a", "date": "2026-11-30"},
+           "cases": [record(vadd, status="not runnable")]}
+    (tmp_path / "r.json").write_text(json.dumps(doc))
+    assert results.newest("vadd", directory=tmp_path) is None
