@@ -18,7 +18,19 @@ BASELINES: dict[str, Callable[..., Any]] = {
     "transpose": lambda x, out: out.copy_(x.t()),
     "row_sum": lambda x, out: __import__("torch").sum(x, dim=-1, out=out),
     "matmul_nt": lambda a, b, d: __import__("torch").matmul(a, b.t(), out=d),
+    "sdpa": lambda q, k, v, o: _sdpa(q, k, v, o, causal=False),
+    "sdpa_causal": lambda q, k, v, o: _sdpa(q, k, v, o, causal=True),
 }
+
+
+def _sdpa(q: Any, k: Any, v: Any, o: Any, causal: bool) -> Any:
+    """PyTorch's scaled_dot_product_attention on (B, H, S, d) tensors, its default backend;
+    K and V may have fewer heads (grouped-query attention). Returns a new tensor and leaves `o`
+    alone: copying into it would add a pass over O to the baseline's time."""
+    import torch.nn.functional as F
+
+    return F.scaled_dot_product_attention(q, k, v, is_causal=causal,
+                                          enable_gqa=q.shape[1] != k.shape[1])
 
 FLUSHES = ("read", "write", "none")
 # The flush buffer: at least twice the largest L2 of the table, so that reading it evicts
