@@ -1,6 +1,8 @@
 """Read the verification results that `python -m gpubook replay` wrote on GPU hosts.
 
-A results file `results/<date>-<gpu>.json` holds one run:
+A results file `results/<date>-<gpu>.json` holds one run (several runs of one date are named
+`<date>-a-<gpu>.json`, `<date>-b-<gpu>.json`, ... in the order they ran: runs are ordered by date,
+then by file name, and a later run overrides an earlier one):
 {"format": 2,
  "run": {"gpu": "NVIDIA H200", "arch": "sm_90a", "date": "YYYY-MM-DD", "torch": "...",
          "sanitizer": ["memcheck", "racecheck"] or []},
