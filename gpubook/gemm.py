@@ -15,8 +15,10 @@ import hashlib
 import inspect
 import math
 import os
+import re
 import textwrap
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from .hardware import B200, GPU
@@ -188,24 +190,114 @@ def check(kernel: Any, M: int, N: int, K: int, dtype: str, seed: int = 1, stress
 
 
 # -- what changed ------------------------------------------------------------------------------
-def source_diff(old: Callable[..., Any], new: Callable[..., Any], context: int = 2) -> str:
-    """The unified diff of two functions' source (the kernel of one step against the one before)."""
-    a, b = (textwrap.dedent(inspect.getsource(f)).splitlines() for f in (old, new))
-    return "\n".join(difflib.unified_diff(a, b, fromfile=old.__name__, tofile=new.__name__,
-                                          n=context, lineterm=""))
+CHAPTERS_DIR = Path(__file__).resolve().parent.parent / "chapters"
 
 
-def diff_counts(old: Callable[..., Any], new: Callable[..., Any]) -> tuple[int, int]:
+def chapter_source(chapter: str, name: str, chapters_dir: Path | str | None = None) -> str:
+    """The source of the top-level function `name` defined in a code cell of a chapter
+    (chapters/<chapter>.md): a step's kernel factory, for diffing against the next chapter's."""
+    text = (Path(chapters_dir or CHAPTERS_DIR) / f"{chapter}.md").read_text()
+    for cell in re.findall(r"```\{code-cell\}[^\n]*\n(.*?)\n```", text, flags=re.S):
+        lines = cell.splitlines()
+        for i, ln in enumerate(lines):
+            if ln.startswith(f"def {name}("):
+                body = [ln]
+                for nxt in lines[i + 1:]:
+                    if nxt and not nxt[0].isspace():
+                        break
+                    body.append(nxt)
+                while body and not body[-1].strip():
+                    body.pop()
+                return "\n".join(body)
+    raise KeyError(f"no top-level def {name}(...) in a code cell of {chapter}.md")
+
+
+def load_factory(chapter: str, name: str, namespace: dict[str, Any]) -> Callable[..., Any]:
+    """Define chapter `chapter`'s function `name` in `namespace` (which must hold the names it
+    uses) and return it: a kernel of an earlier chapter, rebuilt to find its replays."""
+    import linecache
+
+    src = chapter_source(chapter, name) + "\n"
+    filename = str(CHAPTERS_DIR / f"{chapter}.md:{name}")  # TIRx's parser reads the source back
+    linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
+    exec(compile(src, filename, "exec"), namespace)
+    return namespace[name]
+
+
+def _source(f: Callable[..., Any] | str) -> tuple[str, list[str]]:
+    if isinstance(f, str):
+        m = re.match(r"def (\w+)", f)
+        return (m.group(1) if m else "old"), f.splitlines()
+    return f.__name__, textwrap.dedent(inspect.getsource(f)).splitlines()
+
+
+def source_diff(old: Callable[..., Any] | str, new: Callable[..., Any] | str, context: int = 2) -> str:
+    """The unified diff of two functions' source (the kernel of one step against the one
+    before); either may be given as source text (see chapter_source)."""
+    (na, a), (nb, b) = _source(old), _source(new)
+    return "\n".join(difflib.unified_diff(a, b, fromfile=na, tofile=nb, n=context, lineterm=""))
+
+
+def diff_counts(old: Callable[..., Any] | str, new: Callable[..., Any] | str) -> tuple[int, int]:
     """(lines removed, lines added) from `old` to `new`."""
     lines = source_diff(old, new, 0).splitlines()[2:]
     return (sum(ln.startswith("-") for ln in lines), sum(ln.startswith("+") for ln in lines))
 
 
-def show_diff(old: Callable[..., Any], new: Callable[..., Any], context: int = 2) -> Any:
+def show_diff(old: Callable[..., Any] | str, new: Callable[..., Any] | str, context: int = 2) -> Any:
     """The diff as a Markdown ``diff`` code block, for a notebook cell to display."""
     from IPython.display import Markdown
 
     return Markdown(f"```diff\n{source_diff(old, new, context)}\n```")
+
+
+# -- static facts ---------------------------------------------------------------------------------
+PTX_EXTRA: list[tuple[str, str]] = [
+    ("fence.proxy.async", r"fence\.proxy\.async"),
+    ("trap", r"trap\b"),
+    ("mbarrier.init", r"mbarrier\.init"),
+    ("tcgen05.fence::before", r"tcgen05\.fence::before_thread_sync"),
+    ("tcgen05.fence::after", r"tcgen05\.fence::after_thread_sync"),
+    ("tcgen05.dealloc", r"tcgen05\.dealloc"),
+    ("relinquish", r"tcgen05\.relinquish_alloc_permit"),
+    ("bulk commit_group", r"cp\.async\.bulk\.commit_group"),
+    ("bulk wait_group.read", r"cp\.async\.bulk\.wait_group\.read"),
+    ("setmaxnreg.dec", r"setmaxnreg\.dec"),
+    ("setmaxnreg.inc", r"setmaxnreg\.inc"),
+]
+
+
+def ptx_facts(kernel: Any) -> dict[str, int]:
+    """The kernel's PTX counts (gb.build's families) and the ladder's extra ones (fences, traps,
+    barrier inits, bulk groups, register reallocation)."""
+    from .report import count_ptx
+
+    return {**kernel.ptx_counts, **count_ptx(kernel.ptx, PTX_EXTRA)}
+
+
+def proxy_fenced(ptx: str, consumer: str) -> bool:
+    """True when, before the first instruction matching `consumer` (a regex: the tensor core's
+    `tcgen05\\.mma`, a TMA store), the last st.shared is followed by a fence.proxy.async and then
+    a barrier: generic stores published to the async proxy before the consumer is released."""
+    from .report import ptx_instructions
+
+    seq = [ins for ins in ptx_instructions(ptx)
+           if re.match(r"st\.shared|fence\.proxy\.async|bar(rier)?\.(cta\.)?sync|" + consumer, ins)]
+    first = next((i for i, ins in enumerate(seq) if re.match(consumer, ins)), None)
+    stores = [i for i, ins in enumerate(seq[: first or 0]) if ins.startswith("st.shared")]
+    if first is None or not stores:
+        return False
+    kinds = ["fence" if ins.startswith("fence") else "bar" if ins.startswith("bar") else "other"
+             for ins in seq[stores[-1] + 1 : first]]
+    return "fence" in kinds and "bar" in kinds[kinds.index("fence"):]
+
+
+def setmaxnreg_values(ptx: str) -> dict[str, list[int]]:
+    """{'dec': [...], 'inc': [...]}: the register counts of every setmaxnreg in the PTX."""
+    out: dict[str, list[int]] = {"dec": [], "inc": []}
+    for kind, n in re.findall(r"setmaxnreg\.(dec|inc)\.sync\.aligned\.u32\s+(\d+)", ptx):
+        out[kind].append(int(n))
+    return out
 
 
 def fingerprint(func: Any) -> str:

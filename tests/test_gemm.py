@@ -162,3 +162,45 @@ def test_source_diff_shows_only_the_change():
     diff = gg.source_diff(_old, _new)
     assert "-    y = x + 1" in diff and "+    y = x + 2" in diff
     assert gg.diff_counts(_old, _new) == (2, 2)  # the def line and the body line
+
+
+# -- static facts and sources from the chapters ---------------------------------------------------
+PTX_FENCED = """
+    st.shared.v4.u32 [%r1], {%r2, %r3, %r4, %r5};
+    fence.proxy.async.shared::cta;
+    bar.sync 0;
+    tcgen05.mma.cta_group::1.kind::f16 [%r6], %rd1, %rd2, %r7, p;
+"""
+
+
+def test_proxy_fenced_wants_fence_then_barrier_after_the_last_store():
+    assert gg.proxy_fenced(PTX_FENCED, r"tcgen05\.mma")
+    fence_first = PTX_FENCED.replace("    st.shared.v4.u32 [%r1], {%r2, %r3, %r4, %r5};\n", "")
+    fence_first = fence_first.replace("    fence.proxy.async.shared::cta;\n",
+                                      "    fence.proxy.async.shared::cta;\n    st.shared.u32 [%r1], %r2;\n")
+    assert not gg.proxy_fenced(fence_first, r"tcgen05\.mma")                 # the fence orders nothing
+    assert not gg.proxy_fenced(PTX_FENCED.replace("    bar.sync 0;\n", ""), r"tcgen05\.mma")
+    assert not gg.proxy_fenced(PTX_FENCED, r"cp\.async\.bulk\.tensor")       # no such consumer
+
+
+def test_setmaxnreg_values_are_read_from_ptx():
+    ptx = "setmaxnreg.dec.sync.aligned.u32 56;\n@%p1 bra L;\nsetmaxnreg.inc.sync.aligned.u32 232;\n"
+    assert gg.setmaxnreg_values(ptx) == {"dec": [56], "inc": [232]}
+
+
+def test_chapter_source_extracts_a_top_level_function(tmp_path):
+    (tmp_path / "99-x.md").write_text(
+        "text\n\n```{code-cell} ipython3\nA = 1\n\n\ndef make_k(n):\n    def inner():\n"
+        "        return n\n\n    return inner\n\n\nB = 2\n```\n")
+    src = gg.chapter_source("99-x", "make_k", tmp_path)
+    assert src.startswith("def make_k(n):") and src.endswith("    return inner") and "B = 2" not in src
+    with pytest.raises(KeyError):
+        gg.chapter_source("99-x", "missing", tmp_path)
+
+
+def test_chapter_8_kernels_can_be_diffed_from_their_source():
+    v2 = gg.chapter_source("08-gemm-basics", "make_gemm_v2")
+    v3 = gg.chapter_source("08-gemm-basics", "make_gemm_v3")
+    removed, added = gg.diff_counts(v2, v3)
+    assert 0 < removed < added  # step 3 adds the grid and the guards
+    assert "-def make_gemm_v2" in gg.source_diff(v2, v3)
