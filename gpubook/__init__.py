@@ -1,6 +1,6 @@
 """The helper package of the book: compile, report, check and time TIRx kernels."""
 
-from . import guard, layouts, lessons, mbarrier, plots, results, roofline, schedule, tmem
+from . import gemm, guard, layouts, lessons, mbarrier, plots, results, roofline, schedule, tmem
 from .bench import Timing, bench
 from .build import BLACKWELL, HOPPER, Kernel, build, lower, target
 from .check import CheckError, CheckResult, NotRunError, check, compare, seeded, tolerance
@@ -31,6 +31,7 @@ __all__ = [
     "check",
     "compare",
     "explain_failure",
+    "gemm",
     "gpu_for",
     "guard",
     "layouts",

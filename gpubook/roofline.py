@@ -218,16 +218,16 @@ class Step:
 
 
 GEMM_LADDER: tuple[Step, ...] = (
-    Step(1, "gemm_v1", 8, "one tcgen05 tile per CTA, K-loop through shared memory"),
-    Step(2, "gemm_v2", 8, "the grid tiled over the whole output"),
-    Step(3, "gemm_v3", 8, "larger tiles, fewer bytes per FLOP"),
-    Step(4, "gemm_v4", 9, "TMA loads"),
-    Step(5, "gemm_v5", 9, "TMA stores of the output tile"),
-    Step(6, "gemm_v6", 9, "a multi-stage ring of shared-memory buffers"),
-    Step(7, "gemm_v7", 9, "warp specialization: a producer warp and an MMA warp"),
-    Step(8, "gemm_v8", 10, "persistent CTAs"),
-    Step(9, "gemm_v9", 10, "2-CTA clusters (cta_group::2)"),
-    Step(10, "gemm_v10", 10, "two consumers and an overlapped epilogue"),
+    Step(1, "gemm_v1", 8, "one 128 × 128 tcgen05 tile, operands copied by threads into swizzled shared memory"),
+    Step(2, "gemm_v2", 8, "the K loop: accumulate in TMEM, one mbarrier phase per K tile"),
+    Step(3, "gemm_v3", 8, "a 2-D grid of output tiles, ragged edges guarded"),
+    Step(4, "gemm_v4", 9, "TMA loads and a TMA-store epilogue"),
+    Step(5, "gemm_v5", 9, "a ring of shared-memory stages: loads run ahead of the MMAs"),
+    Step(6, "gemm_v6", 9, "persistent CTAs, a static tile scheduler, grouped rasterization"),
+    Step(7, "gemm_v7", 9, "warp specialization: TMA warp, MMA warp, epilogue warpgroup"),
+    Step(8, "gemm_v8", 10, "2-CTA clusters (cta_group::2)"),
+    Step(9, "gemm_v9", 10, "two consumers with double-buffered TMEM accumulators"),
+    Step(10, "gemm_v10", 10, "cluster launch control"),
 )
 
 
