@@ -49,13 +49,15 @@ def draw_ownership_grid(
     ylabel: str = "row",
     cell: float = 0.42,
     fontsize: float = 6.0,
+    wrap: int | None = None,
 ) -> Any:
     """A grid of a tile's elements, each filled by the colour of its `owner` and written with `label`.
 
     Drawn by `gpubook.plots.ownership_grid`: at most the page's width, `cell` and `fontsize` are
-    upper bounds, and labels never get smaller than the book's readable minimum.
+    upper bounds, labels never get smaller than the book's readable minimum, and `wrap` draws the
+    columns in bands of that many.
     """
     from .plots import ownership_grid
 
     return ownership_grid(owner, label, title=title, xlabel=xlabel, ylabel=ylabel, cell=cell,
-                          fontsize=fontsize)
+                          fontsize=fontsize, wrap=wrap)

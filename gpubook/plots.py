@@ -296,13 +296,15 @@ def plot_capacity(names: Sequence[str], values: dict[str, Sequence[float]], xlab
 
 def ownership_grid(owner: Sequence[Sequence[int]], label: Sequence[Sequence[str]] | None = None,
                    title: str = "", xlabel: str = "column", ylabel: str = "row", cell: float = 0.5,
-                   fontsize: float | None = None, width: float = PAGE_WIDTH_IN) -> Figure:
+                   fontsize: float | None = None, width: float = PAGE_WIDTH_IN,
+                   wrap: int | None = None) -> Figure:
     """A grid of a tile's elements, each filled by the colour of its `owner` and written with `label`.
 
     Cells are at most `cell` inches and the figure at most `width` inches wide; labels take the
     largest size (up to `fontsize`, 9 pt by default) that fits their cell, never less than
     `MIN_FONT_PT`: a grid too wide for that is cut into bands of columns drawn one above the
-    other (columns 0-15, then 16-31, ...), each with its own column numbers.
+    other (columns 0-15, then 16-31, ...), each with its own column numbers. `wrap` asks for
+    bands of that many columns (figures meant to be compared can then share one shape).
     """
     from matplotlib.colors import BoundaryNorm, ListedColormap
 
@@ -320,8 +322,8 @@ def ownership_grid(owner: Sequence[Sequence[int]], label: Sequence[Sequence[str]
         pt = c * 72
         return c, min(cap, 0.85 * pt / (0.64 * longest), 0.8 * pt / (1.25 * lines))
 
-    bands = 1
-    c, font = fit(cols)
+    bands = cols // wrap if wrap and cols % wrap == 0 and cols > wrap else 1
+    c, font = fit(cols // bands)
     while texts and font < MIN_FONT_PT and cols % (2 * bands) == 0 and cols // (2 * bands) >= 4:
         bands *= 2
         c, font = fit(cols // bands)

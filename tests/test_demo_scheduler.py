@@ -239,3 +239,18 @@ def test_demo_theme_and_accessibility(open_demo: object, theme: str) -> None:
     result = page.evaluate("async () => await axe.run(document, {resultTypes: ['violations']})")
     serious = [(v["id"], v["help"]) for v in result["violations"] if v["impact"] in ("serious", "critical")]
     assert not serious, serious
+
+
+@pytest.mark.parametrize("width", [1100, 390])
+def test_demo_keeps_its_height_while_the_reader_interacts(open_demo: object, width: int) -> None:
+    """The embedding frame follows the demo's height: it must not jump when settings change."""
+    page = open_demo(viewport={"width": width, "height": 900})
+    height = "() => Math.ceil(document.documentElement.getBoundingClientRect().height)"
+    seen = [page.evaluate(height)]
+    for action in (lambda: page.fill("#nsms", "2"), lambda: page.fill("#nsms", "8"),
+                   lambda: page.fill("#ntiles", "40"), lambda: page.click("#reset"),
+                   lambda: page.check("input[name=policy][value='clc']"), lambda: page.click("#step"),
+                   lambda: page.fill("#ntiles", "4"), lambda: page.click("#end")):
+        action()
+        seen.append(page.evaluate(height))
+    assert max(seen) - min(seen) <= 2, f"the demo's height changes while interacting: {seen}"
