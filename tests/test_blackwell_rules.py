@@ -98,6 +98,9 @@ k = gb.build(no_wait, name="no_wait")
     [row] = _run(chapter)
     assert row["name"] == "no_wait" and row["features"] and not row["shown_broken"]
     assert any(f.startswith("[wait-ld]") for f in row["findings"]), row
+    chapter.write_text(header + cells + "\n```{code-cell} ipython3\nprint(lint.report(k.ptx))\n```\n")
+    [row] = _run(chapter)
+    assert not row["shown_broken"], row          # printing the report exempts nothing
     chapter.write_text(header + cells + "\n```{code-cell} ipython3\nassert [f.rule for f in lint.lint(k.ptx)] == ['wait-ld']\n```\n")
     [row] = _run(chapter)
     assert row["shown_broken"], row
