@@ -10,17 +10,15 @@ ladder's table and figure (`ladder_rows`, `ladder_markdown`, `plot_ladder`).
 
 from __future__ import annotations
 
-import difflib
 import hashlib
-import inspect
 import math
 import os
 import re
-import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from .gemm_hopper import show_diff, source_diff  # noqa: F401 - one diff helper for both ladders
 from .hardware import B200, GPU
 from .roofline import gemm_bytes, gemm_flops
 from .signature import KernelCallError
@@ -224,31 +222,10 @@ def load_factory(chapter: str, name: str, namespace: dict[str, Any]) -> Callable
     return namespace[name]
 
 
-def _source(f: Callable[..., Any] | str) -> tuple[str, list[str]]:
-    if isinstance(f, str):
-        m = re.match(r"def (\w+)", f)
-        return (m.group(1) if m else "old"), f.splitlines()
-    return f.__name__, textwrap.dedent(inspect.getsource(f)).splitlines()
-
-
-def source_diff(old: Callable[..., Any] | str, new: Callable[..., Any] | str, context: int = 2) -> str:
-    """The unified diff of two functions' source (the kernel of one step against the one
-    before); either may be given as source text (see chapter_source)."""
-    (na, a), (nb, b) = _source(old), _source(new)
-    return "\n".join(difflib.unified_diff(a, b, fromfile=na, tofile=nb, n=context, lineterm=""))
-
-
 def diff_counts(old: Callable[..., Any] | str, new: Callable[..., Any] | str) -> tuple[int, int]:
     """(lines removed, lines added) from `old` to `new`."""
     lines = source_diff(old, new, 0).splitlines()[2:]
     return (sum(ln.startswith("-") for ln in lines), sum(ln.startswith("+") for ln in lines))
-
-
-def show_diff(old: Callable[..., Any] | str, new: Callable[..., Any] | str, context: int = 2) -> Any:
-    """The diff as a Markdown ``diff`` code block, for a notebook cell to display."""
-    from IPython.display import Markdown
-
-    return Markdown(f"```diff\n{source_diff(old, new, context)}\n```")
 
 
 # -- static facts ---------------------------------------------------------------------------------
@@ -298,6 +275,24 @@ def setmaxnreg_values(ptx: str) -> dict[str, list[int]]:
     for kind, n in re.findall(r"setmaxnreg\.(dec|inc)\.sync\.aligned\.u32\s+(\d+)", ptx):
         out[kind].append(int(n))
     return out
+
+
+# Blackwell step -> the step of chapter 10H (the same pipeline on Hopper's wgmma) it mirrors.
+HOPPER_TWIN_STEP = {4: 1, 5: 2, 6: 4, 7: 3}
+
+
+def hopper_twin(step: int, chapters_dir: Path | str | None = None) -> str | None:
+    """'chapter 10H, step n: <its title>' as a Markdown link once chapter 10H exists, or a
+    plain note naming the chapter; None for a step without a Hopper twin."""
+    n = HOPPER_TWIN_STEP.get(step)
+    if n is None:
+        return None
+    found = sorted(Path(chapters_dir or CHAPTERS_DIR).glob("10H-*.md"))
+    if not found:
+        return f"chapter 10H, step {n} (in preparation)"
+    title = next((ln[3:].strip() for ln in found[0].read_text().splitlines()
+                  if ln.startswith(f"## Step {n}:")), f"Step {n}")
+    return f"[chapter 10H]({found[0].name}), {title[0].lower() + title[1:]}"
 
 
 def fingerprint(func: Any) -> str:
