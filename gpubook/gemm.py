@@ -329,6 +329,7 @@ class Bound:
     compute_s: float
     memory_s: float
     latency_s: float
+    waiting: bool = True  # the per-CTA floor is set by round trips (else by MMAs, in waves of tiles)
 
     @property
     def seconds(self) -> float:
@@ -336,8 +337,10 @@ class Bound:
 
     @property
     def limit(self) -> str:
-        return max((self.compute_s, "compute"), (self.memory_s, "memory"),
-                   (self.latency_s, "latency"))[1]
+        """'compute', 'memory', 'latency' (round trips), or 'MMAs in waves' (the tensor core
+        of each SM busy, but the tiles quantized into rounds of one per CTA slot)."""
+        third = "latency" if self.waiting else "MMAs in waves"
+        return max((self.compute_s, "compute"), (self.memory_s, "memory"), (self.latency_s, third))[1]
 
     @property
     def tflops(self) -> float:
@@ -364,12 +367,14 @@ def bound(M: int, N: int, K: int, plan: Plan, gpu: GPU = B200, dtype: str = "flo
     lat = latency_ns * 1e-9
     mma = 2 * plan.blk_m * plan.blk_n * plan.blk_k / (peak / gpu.sms)  # one K tile, one SM
     if plan.overlap:
+        waiting = lat / plan.in_flight >= mma * plan.ctas_per_sm
         per_tile = k_tiles * max(lat / plan.in_flight, mma * plan.ctas_per_sm)
         latency = rounds * (per_tile + (lat if plan.refill_per_tile else 0.0))
         latency += 0.0 if plan.refill_per_tile else lat
     else:
+        waiting = True
         latency = rounds * k_tiles * (lat + mma)
-    return Bound(flops, compute, memory, latency)
+    return Bound(flops, compute, memory, latency, waiting)
 
 
 def ctas_per_sm(kernel: Any, tmem_cols: int, gpu: GPU = B200, threads: int = 128) -> int:
