@@ -10,17 +10,15 @@ ladder's table and figure (`ladder_rows`, `ladder_markdown`, `plot_ladder`).
 
 from __future__ import annotations
 
-import difflib
 import hashlib
-import inspect
 import math
 import os
 import re
-import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
+from .gemm_hopper import show_diff, source_diff  # noqa: F401 - one diff helper for both ladders
 from .hardware import B200, GPU
 from .roofline import gemm_bytes, gemm_flops
 from .signature import KernelCallError
@@ -224,31 +222,10 @@ def load_factory(chapter: str, name: str, namespace: dict[str, Any]) -> Callable
     return namespace[name]
 
 
-def _source(f: Callable[..., Any] | str) -> tuple[str, list[str]]:
-    if isinstance(f, str):
-        m = re.match(r"def (\w+)", f)
-        return (m.group(1) if m else "old"), f.splitlines()
-    return f.__name__, textwrap.dedent(inspect.getsource(f)).splitlines()
-
-
-def source_diff(old: Callable[..., Any] | str, new: Callable[..., Any] | str, context: int = 2) -> str:
-    """The unified diff of two functions' source (the kernel of one step against the one
-    before); either may be given as source text (see chapter_source)."""
-    (na, a), (nb, b) = _source(old), _source(new)
-    return "\n".join(difflib.unified_diff(a, b, fromfile=na, tofile=nb, n=context, lineterm=""))
-
-
 def diff_counts(old: Callable[..., Any] | str, new: Callable[..., Any] | str) -> tuple[int, int]:
     """(lines removed, lines added) from `old` to `new`."""
     lines = source_diff(old, new, 0).splitlines()[2:]
     return (sum(ln.startswith("-") for ln in lines), sum(ln.startswith("+") for ln in lines))
-
-
-def show_diff(old: Callable[..., Any] | str, new: Callable[..., Any] | str, context: int = 2) -> Any:
-    """The diff as a Markdown ``diff`` code block, for a notebook cell to display."""
-    from IPython.display import Markdown
-
-    return Markdown(f"```diff\n{source_diff(old, new, context)}\n```")
 
 
 # -- static facts ---------------------------------------------------------------------------------
@@ -300,6 +277,24 @@ def setmaxnreg_values(ptx: str) -> dict[str, list[int]]:
     return out
 
 
+# Blackwell step -> the step of chapter 10H (the same pipeline on Hopper's wgmma) it mirrors.
+HOPPER_TWIN_STEP = {4: 1, 5: 2, 6: 4, 7: 3}
+
+
+def hopper_twin(step: int, chapters_dir: Path | str | None = None) -> str | None:
+    """'chapter 10H, step n: <its title>' as a Markdown link once chapter 10H exists, or a
+    plain note naming the chapter; None for a step without a Hopper twin."""
+    n = HOPPER_TWIN_STEP.get(step)
+    if n is None:
+        return None
+    found = sorted(Path(chapters_dir or CHAPTERS_DIR).glob("10H-*.md"))
+    if not found:
+        return f"chapter 10H, step {n} (in preparation)"
+    title = next((ln[3:].strip() for ln in found[0].read_text().splitlines()
+                  if ln.startswith(f"## Step {n}:")), f"Step {n}")
+    return f"[chapter 10H]({found[0].name}), {title[0].lower() + title[1:]}"
+
+
 def fingerprint(func: Any) -> str:
     """The fingerprint gb.build would give this PrimFunc (its TIRx script's hash), without building."""
     return hashlib.sha256(func.script().encode()).hexdigest()[:16]
@@ -334,6 +329,7 @@ class Bound:
     compute_s: float
     memory_s: float
     latency_s: float
+    waiting: bool = True  # the per-CTA floor is set by round trips (else by MMAs, in waves of tiles)
 
     @property
     def seconds(self) -> float:
@@ -341,8 +337,10 @@ class Bound:
 
     @property
     def limit(self) -> str:
-        return max((self.compute_s, "compute"), (self.memory_s, "memory"),
-                   (self.latency_s, "latency"))[1]
+        """'compute', 'memory', 'latency' (round trips), or 'MMAs in waves' (the tensor core
+        of each SM busy, but the tiles quantized into rounds of one per CTA slot)."""
+        third = "latency" if self.waiting else "MMAs in waves"
+        return max((self.compute_s, "compute"), (self.memory_s, "memory"), (self.latency_s, third))[1]
 
     @property
     def tflops(self) -> float:
@@ -369,12 +367,14 @@ def bound(M: int, N: int, K: int, plan: Plan, gpu: GPU = B200, dtype: str = "flo
     lat = latency_ns * 1e-9
     mma = 2 * plan.blk_m * plan.blk_n * plan.blk_k / (peak / gpu.sms)  # one K tile, one SM
     if plan.overlap:
+        waiting = lat / plan.in_flight >= mma * plan.ctas_per_sm
         per_tile = k_tiles * max(lat / plan.in_flight, mma * plan.ctas_per_sm)
         latency = rounds * (per_tile + (lat if plan.refill_per_tile else 0.0))
         latency += 0.0 if plan.refill_per_tile else lat
     else:
+        waiting = True
         latency = rounds * k_tiles * (lat + mma)
-    return Bound(flops, compute, memory, latency)
+    return Bound(flops, compute, memory, latency, waiting)
 
 
 def ctas_per_sm(kernel: Any, tmem_cols: int, gpu: GPU = B200, threads: int = 128) -> int:

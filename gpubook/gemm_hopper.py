@@ -1,9 +1,11 @@
-"""Helpers of the Hopper GEMM chapter that are not its lesson: source diffs and call validation."""
+"""Helpers of the Hopper GEMM chapter that are not its lesson: source diffs (which the Blackwell
+ladder of chapters 8 and 9 uses too) and call validation."""
 
 from __future__ import annotations
 
 import difflib
 import inspect
+import re
 import textwrap
 from typing import Any, Callable
 
@@ -15,15 +17,23 @@ class GemmCallError(ValueError):
     """A call that the GEMM kernels cannot serve, refused before anything is built or launched."""
 
 
-def source_diff(old: Callable[..., Any], new: Callable[..., Any], context: int = 2) -> str:
-    """The unified diff of two functions' source code (what changed from one step to the next)."""
-    a, b = (textwrap.dedent(inspect.getsource(f)).splitlines() for f in (old, new))
-    lines = difflib.unified_diff(a, b, fromfile=old.__name__, tofile=new.__name__,
-                                 n=context, lineterm="")
+def _named_source(f: Callable[..., Any] | str) -> tuple[str, list[str]]:
+    """(name, lines) of a function, or of a function's source text (its `def` names it)."""
+    if isinstance(f, str):
+        m = re.match(r"\s*def (\w+)", f)
+        return (m.group(1) if m else "old"), textwrap.dedent(f).splitlines()
+    return f.__name__, textwrap.dedent(inspect.getsource(f)).splitlines()
+
+
+def source_diff(old: Callable[..., Any] | str, new: Callable[..., Any] | str, context: int = 2) -> str:
+    """The unified diff of two functions' source code (what changed from one step to the next);
+    either may be given as source text, e.g. a function read from another chapter."""
+    (na, a), (nb, b) = _named_source(old), _named_source(new)
+    lines = difflib.unified_diff(a, b, fromfile=na, tofile=nb, n=context, lineterm="")
     return "\n".join(lines)
 
 
-def show_diff(old: Callable[..., Any], new: Callable[..., Any], context: int = 2) -> Any:
+def show_diff(old: Callable[..., Any] | str, new: Callable[..., Any] | str, context: int = 2) -> Any:
     """The diff as a Markdown ``diff`` code block, for a notebook cell to display."""
     from IPython.display import Markdown
 

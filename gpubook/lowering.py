@@ -87,3 +87,35 @@ def excerpt(lines: list[str], limit: int = 12, width: int = 110) -> str:
     if len(lines) > limit:
         shown.append(f"… {len(lines) - limit} more changed lines")
     return "\n".join(shown)
+
+
+def dispatched(func: Any, arch: str) -> list[tuple[str, str, str]]:
+    """(operation, scope, variant) of every tile operation of `func`, in the order TIRx lowered them.
+
+    Lowers the kernel once with each registered dispatch variant wrapped, so that the variant
+    that returned the implementation is recorded.
+    """
+    from tvm.tirx.operator.tile_primitive import dispatcher
+
+    from .build import lower
+
+    chosen: list[tuple[str, str, str]] = []
+    saved = []
+
+    def wrap(impl: Any, op: str, variant: str) -> Any:
+        def run(op_call: Any, sctx: Any) -> Any:
+            res = impl(op_call, sctx)
+            chosen.append((op.removeprefix("tirx.tile."), str(sctx.scope_kind), variant))
+            return res
+        return run
+
+    for (op, _target), cases in dispatcher._DISPATCH_TABLE.items():
+        for case in cases:
+            saved.append((case, case.impl))
+            case.impl = wrap(case.impl, op.name, case.variant)
+    try:
+        lower(func, arch)
+    finally:
+        for case, impl in saved:
+            case.impl = impl
+    return chosen

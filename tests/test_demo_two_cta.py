@@ -1,108 +1,92 @@
-"""The 2-CTA MMA demo in a real browser: the split it computes, what a click highlights, phone width, themes."""
+"""The 2-CTA MMA demo (appendix C) in a real browser: the split it shows is the kernel's, a click
+or a tap on a CTA or an operand changes what is highlighted, the phases draw their arrows."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
-from demo_server import CHROMIUM, CHROMIUM_ARGS, DemoPage, serious_axe_violations, serve_demos
+from browser_support import BROWSER_MARKS, THEMES, Session, browser, demo_frame, open_demo  # noqa: F401
 
-pytestmark = [pytest.mark.browser,
-              pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium")]
-DEMO = "two-cta.html"
+pytestmark = BROWSER_MARKS
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
-        yield b
-        b.close()
-
-
-@pytest.fixture(scope="module")
-def base() -> Iterator[str]:
-    with serve_demos() as url:
-        yield url
+@pytest.fixture()
+def demo(browser: object, served_book: str):
+    s, page = open_demo(browser, served_book, "two-cta")
+    yield page
+    page.close()
+    s.assert_clean()
+    s.close()
 
 
-def _lit(page: object) -> set[tuple[str, str]]:
-    """(who, what) of every non-arrow element drawn at full strength."""
+def lit(page: object) -> set[tuple[str, str]]:
+    """(who, what) of every part of the picture drawn at full strength (arrows aside)."""
     return {tuple(x) for x in page.evaluate(
         "() => [...document.querySelectorAll('#pair [data-who]:not(.arrow)')]"
         ".filter(e => e.dataset.on === 'true').map(e => [e.dataset.who, e.dataset.what])")}
 
 
-def test_the_split_is_the_one_the_kernel_uses(browser: object, base: str) -> None:
-    d = DemoPage(browser, base + DEMO)
-    r0, r1 = d.page.evaluate("() => [roleOf(0), roleOf(1)]")
-    assert r0["aRows"] == [0, 127] and r1["aRows"] == [128, 255]
-    assert r0["bRows"] == [0, 127] and r1["bRows"] == [128, 255]
-    assert r0["dRows"] == [0, 127] and r1["dRows"] == [128, 255]
+def arrows(page: object) -> set[str]:
+    return set(page.evaluate("() => [...document.querySelectorAll('#arrows [data-on=true]')].map(e => e.dataset.step)"))
+
+
+def test_the_split_is_the_one_ref_2cta_uses(demo: object) -> None:
+    r0, r1 = demo.evaluate("() => [roleOf(0), roleOf(1)]")
+    assert (r0["aRows"], r1["aRows"]) == ([0, 127], [128, 255])
+    assert (r0["bRows"], r1["bRows"]) == ([0, 127], [128, 255])
+    assert (r0["dRows"], r1["dRows"]) == ([0, 127], [128, 255])
     assert r0["leader"] and not r1["leader"]
-    # ref_2cta in appendix C posts expect_tx for 2 * (128 + 128) rows * 64 * 2 bytes
-    assert d.page.evaluate("() => leaderExpectTx()") == 2 * (128 + 128) * 64 * 2
-    d.close()
+    # appendix C's ref_2cta posts expect_tx for 2 * (128 + 128) rows * 64 * 2 bytes on the leader
+    assert demo.evaluate("() => leaderExpectTx()") == 2 * (128 + 128) * 64 * 2
 
 
-def test_clicking_a_cta_or_an_operand_changes_what_is_shown(browser: object, base: str) -> None:
-    d = DemoPage(browser, base + DEMO)
-    page = d.page
-    everything = _lit(page)
-    page.click("button[data-pick='cta1']")
-    lit = _lit(page)
-    assert lit < everything
-    assert all(who in ("cta1", "mma") for who, _ in lit)
-    assert ("cta1", "D") in lit and ("cta0", "D") not in lit
-    assert "rows 128–255" in page.inner_text("#readout") and "peer" in page.inner_text("#readout")
-    page.click("button[data-pick='B']")
-    lit = _lit(page)
-    assert ("cta0", "B") in lit and ("cta1", "B") in lit and ("cta0", "A") not in lit
-    # a tap on CTA 0's part of the picture picks CTA 0
-    page.click("button[data-pick='none']")
-    page.click("#pair rect[data-who='cta0'][data-what='cta']", position={"x": 150, "y": 270})
-    assert page.get_attribute("button[data-pick='cta0']", "aria-pressed") == "true"
-    assert "leader" in page.inner_text("#readout")
-    d.close()
+def test_picking_a_cta_or_an_operand_changes_what_is_shown(demo: object) -> None:
+    everything = lit(demo)
+    demo.click("button[data-pick='cta1']")
+    shown = lit(demo)
+    assert shown < everything and all(who in ("cta1", "mma") for who, _ in shown)
+    assert ("cta1", "D") in shown and ("cta0", "D") not in shown
+    assert "rows 128–255" in demo.inner_text("#readout") and "peer" in demo.inner_text("#readout")
+    demo.click("button[data-pick='B']")
+    shown = lit(demo)
+    assert {("cta0", "B"), ("cta1", "B")} <= shown and ("cta0", "A") not in shown
+    demo.click("button[data-pick='none']")
+    demo.click("#pair rect[data-who='cta0'][data-what='cta']", position={"x": 150, "y": 270})
+    assert demo.get_attribute("button[data-pick='cta0']", "aria-pressed") == "true"
+    assert "leader" in demo.inner_text("#readout")
 
 
-def test_phases_draw_their_arrows(browser: object, base: str) -> None:
-    d = DemoPage(browser, base + DEMO)
-    page = d.page
-    shown = lambda: page.evaluate("() => [...document.querySelectorAll('#arrows [data-on=true]')].map(e => e.dataset.step)")
-    assert shown() == []
-    page.click("#next")
-    assert set(shown()) == {"1"} and "64 KiB" in page.inner_text("#readout")
-    page.click("#next")
-    assert set(shown()) == {"2"}
-    page.focus("#pair")
-    page.keyboard.press("ArrowRight")
-    assert set(shown()) == {"3"} and "multicast" in page.inner_text("#readout")
-    d.close()
+def test_each_phase_draws_its_arrows(demo: object) -> None:
+    assert arrows(demo) == set()
+    demo.click("#next")
+    assert arrows(demo) == {"1"} and "64 KiB" in demo.inner_text("#readout")
+    demo.click("#next")
+    assert arrows(demo) == {"2"}
+    demo.focus("#pair")
+    demo.keyboard.press("ArrowRight")
+    assert arrows(demo) == {"3"} and "multicast" in demo.inner_text("#readout")
 
 
-def test_fits_a_phone_and_takes_touch(browser: object, base: str) -> None:
-    d = DemoPage(browser, base + DEMO, width=390, touch=True)
-    page = d.page
-    over = page.evaluate("() => document.documentElement.scrollWidth - document.documentElement.clientWidth")
-    assert over <= 0, f"scrolls sideways by {over}px at 390px"
-    page.tap("button[data-pick='cta0']")
-    assert page.get_attribute("button[data-pick='cta0']", "aria-pressed") == "true"
-    page.tap("#next")
-    assert "TMA" in page.inner_text("#step-name")
-    d.close()
-
-
-@pytest.mark.parametrize("theme", ["light", "dark"])
-def test_follows_the_theme_and_has_no_serious_accessibility_violations(browser: object, base: str, theme: str) -> None:
-    d = DemoPage(browser, f"{base}{DEMO}?theme={theme}")
-    page = d.page
-    assert page.evaluate("() => document.documentElement.dataset.theme") == theme
-    bg = page.evaluate("() => getComputedStyle(document.body).backgroundColor")
-    dark = sum(int(x) for x in bg[bg.index("(") + 1 : bg.index(")")].split(",")[:3]) < 200
-    assert dark == (theme == "dark"), bg
-    assert serious_axe_violations(page) == []
-    d.close()
+@pytest.mark.parametrize("theme", THEMES)
+def test_works_by_touch_on_a_phone_in_appendix_c(browser: object, served_book: str, theme: str) -> None:
+    s = Session(browser, served_book, theme=theme, width=390, height=844, touch=True)
+    try:
+        page = s.open("chapters/C-tirx-reference.html")
+        frame = demo_frame(page, "demo-two-cta")
+        assert frame.evaluate("() => document.documentElement.dataset.theme") == theme
+        frame.locator("button[data-pick='cta0']").scroll_into_view_if_needed()
+        frame.locator("button[data-pick='cta0']").tap()
+        assert frame.get_attribute("button[data-pick='cta0']", "aria-pressed") == "true"
+        frame.locator("#next").tap()
+        assert "TMA" in frame.inner_text("#step-name")
+        size = frame.evaluate("() => Math.min(...[...document.querySelectorAll('#pair text')]"
+                              ".map(t => parseFloat(getComputedStyle(t).fontSize)))")
+        scale = frame.evaluate("() => { const c = document.querySelector('#pair'); "
+                               "return c.getBoundingClientRect().width / c.viewBox.baseVal.width; }")
+        assert size * scale >= 9, f"picture text of {size * scale:.1f} px on a phone"
+        over = frame.evaluate("() => document.documentElement.scrollWidth - document.documentElement.clientWidth")
+        assert over <= 0
+        page.close()
+        s.assert_clean()
+    finally:
+        s.close()

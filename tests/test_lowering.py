@@ -31,3 +31,27 @@ def test_excerpt_cuts_and_counts():
     assert text.count("\n") == 5 and text.endswith("15 more changed lines")
     long = lowering.excerpt(["+" + "x" * 300], width=60)
     assert " … " in long and len(long) <= 62
+
+
+def test_dispatched_names_the_variant_of_each_tile_operation():
+    from tvm.script import tirx as T
+    from tvm.script.tirx import tile as Tx
+
+    @T.prim_func
+    def staged(x: T.Buffer((64, 128), "float32"), out: T.Buffer((64, 128), "float32")):
+        T.device_entry()
+        row = T.cta_id([64])
+        _tx = T.thread_id([32])
+        pool = T.SMEMPool()
+        buf = pool.alloc((128,), "float32")
+        pool.commit()
+        Tx.cta.copy(buf[:], x[row, :])
+        T.cuda.cta_sync()
+        Tx.cta.copy(out[row, :], buf[:])
+
+    chosen = lowering.dispatched(staged, "sm_100a")
+    assert [(op, scope) for op, scope, _ in chosen] == [("copy", "cta"), ("copy", "cta")]
+    from tvm.tirx.operator.tile_primitive.dispatcher import list_registered_schedules
+    assert all(v in list_registered_schedules()["tirx.tile.copy"]["cuda"] for _, _, v in chosen)
+    # the wrappers are gone afterwards: a second call records the same, not twice as much
+    assert lowering.dispatched(staged, "sm_100a") == chosen
