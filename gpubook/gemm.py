@@ -269,6 +269,16 @@ def proxy_fenced(ptx: str, consumer: str) -> bool:
     return "fence" in kinds and "bar" in kinds[kinds.index("fence"):]
 
 
+def tmem_columns(kernel: Any) -> dict[str, list[int]]:
+    """The column count of every tcgen05.alloc and tcgen05.dealloc the kernel's CUDA source
+    issues: {'alloc': [...], 'dealloc': [...]} (TMEMPool passes them as constants)."""
+    out: dict[str, list[int]] = {}
+    for kind in ("alloc", "dealloc"):
+        out[kind] = [int(n) for n in re.findall(
+            rf"tcgen05_{kind}_{kind}\w*\(.*?, \(uint\)(\d+)\);", kernel.source)]
+    return out
+
+
 def setmaxnreg_values(ptx: str) -> dict[str, list[int]]:
     """{'dec': [...], 'inc': [...]}: the register counts of every setmaxnreg in the PTX."""
     out: dict[str, list[int]] = {"dec": [], "inc": []}

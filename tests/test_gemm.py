@@ -204,3 +204,12 @@ def test_chapter_8_kernels_can_be_diffed_from_their_source():
     removed, added = gg.diff_counts(v2, v3)
     assert 0 < removed < added  # step 3 adds the grid and the guards
     assert "-def make_gemm_v2" in gg.source_diff(v2, v3)
+
+
+def test_tmem_columns_are_read_from_the_cuda_source():
+    class K:
+        source = ("x(); tvm_builtin_ptx_tcgen05_alloc_alloc_cta_group__1_sync_aligned_shared__cta_b32("
+                  "tvm_builtin_cuda_cvta_generic_to_shared((&(((uint*)pool_buf_ptr)[0]))), (uint)128);\n"
+                  "tvm_builtin_ptx_tcgen05_dealloc_dealloc_cta_group__1_sync_aligned_b32("
+                  "((uint*)pool_buf_ptr)[0], (uint)128);\n")
+    assert gg.tmem_columns(K) == {"alloc": [128], "dealloc": [128]}
