@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from .gemm_hopper import show_diff, source_diff  # noqa: F401 - one diff helper for both ladders
-from .hardware import B200, GPU
+from .hardware import B200, GPU, REGISTERS_PER_SM
 from .roofline import gemm_bytes, gemm_flops
 from .signature import KernelCallError
 
@@ -409,10 +409,84 @@ PUBLISHED_SHAPE = (4096, 4096, 4096)
 PUBLISHED_CUBLAS_MS = 0.094
 
 
+# Steps 8-10, at the same shape, fp16, published as TFLOP/s: steps 8 and 9 by the same ladder
+# (2-CTA 256 x 256 MMA; two consumer warpgroups), step 10 by the TIRx-kernels GEMM (2 x 1
+# cluster, CLC, the configuration of `SOTA`), "bench_suite/baseline.md" at commit f495258.
+PUBLISHED_TFLOPS: dict[int, float] = {8: 1321.0, 9: 1462.0, 10: 1411.0}
+PUBLISHED_SOTA_SOURCE = ("mlc-ai/TIRx-kernels (commit f495258), tirx_kernels/gemm/fp16_bf16_gemm.py and "
+                         "bench_suite/baseline.md: NVIDIA B200, fp16 4096³ (bf16 8192³: 1595 TFLOP/s)")
+
+
 def published_tflops(step: int) -> float | None:
-    """TFLOP/s of the published figure for `step`, or None where that ladder reports none."""
+    """TFLOP/s of the published figure for `step`, or None where no public ladder reports one."""
+    if step in PUBLISHED_TFLOPS:
+        return PUBLISHED_TFLOPS[step]
     ms = PUBLISHED_MS.get(step)
     return None if ms is None else gemm_flops(*PUBLISHED_SHAPE) / (ms * 1e-3) / 1e12
+
+
+# -- the configuration of the fastest published kernels (chapter 10) ------------------------------
+@dataclass(frozen=True)
+class Config:
+    """A 2-CTA GEMM's shape: cluster, MMA instruction, K tile, ring depth, registers per role."""
+
+    cluster: tuple[int, int]
+    mma_m: int
+    mma_n: int
+    blk_k: int
+    stages: int
+    regs_producer: int
+    regs_consumer: int
+    consumers: int
+
+    @property
+    def blk_m(self) -> int:
+        """Rows of A (and of D) per CTA: the MMA's M split over the cluster's CTAs."""
+        return self.mma_m // self.cluster[0]
+
+    @property
+    def b_rows(self) -> int:
+        """Rows of B per CTA: a 2-CTA MMA reads half of its N from each CTA's shared memory."""
+        return self.mma_n // self.cluster[0]
+
+    @property
+    def threads(self) -> int:
+        """A producer warpgroup and the consumer warpgroups."""
+        return 128 * (1 + self.consumers)
+
+
+SOTA = Config(cluster=(2, 1), mma_m=256, mma_n=256, blk_k=64, stages=4, regs_producer=56,
+              regs_consumer=224, consumers=2)
+
+
+def launch_registers(threads: int, registers_per_sm: int = REGISTERS_PER_SM) -> int:
+    """Registers per thread that ptxas gives a launch of `threads` threads, one CTA per SM: the
+    SM's file divided among them, rounded down to a multiple of 8."""
+    return registers_per_sm // threads // 8 * 8
+
+
+def register_exchange_fits(cfg: Config, registers_per_sm: int = REGISTERS_PER_SM) -> bool:
+    """setmaxnreg's rules for `cfg`: counts are multiples of 8 in [24, 256], .dec lowers and
+    .inc raises the launch's count, and the roles' counts fit in the CTA's pool."""
+    launch = launch_registers(cfg.threads, registers_per_sm)
+    ok = all(r % 8 == 0 and 24 <= r <= 256 for r in (cfg.regs_producer, cfg.regs_consumer))
+    pool = 128 * cfg.regs_producer + 128 * cfg.consumers * cfg.regs_consumer
+    return ok and cfg.regs_producer <= launch <= cfg.regs_consumer and pool <= cfg.threads * launch
+
+
+def smem_budget(stages: int, blk_m: int, b_rows: int, blk_k: int, d_bytes: int,
+                header: int = 1024, esize: int = 2) -> int:
+    """Dynamic shared memory of a ladder kernel: the barrier header (padded to 1024 bytes for the
+    swizzled tiles), `stages` K tiles of A (blk_m rows) and B (b_rows rows), the output staging."""
+    return header + stages * (blk_m + b_rows) * blk_k * esize + d_bytes
+
+
+def tmem_budget(accumulators: int, blk_n: int) -> int:
+    """TMEM columns a CTA allocates for `accumulators` fp32 accumulators of `blk_n` columns: a
+    power of two in [32, 512], or ValueError when they do not fit in the SM's 512."""
+    from .tmem import alloc_columns
+
+    return alloc_columns(accumulators * blk_n)
 
 
 def measured(name: str, func: Any, chapter: str | None = None) -> dict[str, Any] | None:
