@@ -102,6 +102,9 @@ def test_steps_9_and_10_each_change_one_idea():
     for src in (v8, v9, v10):
         assert "cta_sync()" not in src and src.count("T.cuda.cluster_sync()") == 2   # setup and teardown
         assert "cta_group=1" not in src
+        # the accumulator goes back to the leader with a cluster-scope release, never the default .cta one
+        assert src.count("mbarrier.arrive.release.cluster.shared__cluster.b64(leader_empty[0])") == 1
+        assert "handoff.empty.arrive(" not in src
 
 
 def test_every_tcgen05_ld_of_the_chapter_is_waited_for():
