@@ -152,10 +152,14 @@ def test_bound_is_tensor_core_bound_at_the_published_shape():
 
 def test_protocol_figure_draws():
     fig = fa4.plot_protocol(3)
-    texts = [t.get_text() for t in fig.axes[0].texts]
-    for label in ("TMA warp", "MMA warp", "softmax warpgroup", "ring.full", "s_full[0]", "p_full[0]",
-                  "pv_done", "epilogue"):
+    ax = fig.axes[0]
+    texts = [t.get_text() for t in ax.texts] + [t.get_text() for t in ax.get_yticklabels()]
+    texts += [t.get_text().split(":")[0] for t in ax.get_legend().get_texts()]
+    for label in ("TMA warp", "MMA warp", "softmax warpgroup", "q_full", "ring.full[stage]", "s_full[b]",
+                  "p_full[b]", "pv_done[b]", "epilogue", "QK2", "PV2", "V2", "softmax 2"):
         assert label in texts, label
+    from gpubook import plots
+    assert min(plots.drawn_font_sizes(fig)) >= plots.MIN_FONT_PT
 
 
 def test_the_chapter_kernel_builds_and_keeps_the_rules():
