@@ -1,0 +1,383 @@
+"""Flash Attention 4 on Blackwell (chapter 11B): what the kernel refuses, its budgets, its pieces.
+
+The kernel computes O = softmax(Q K^T / sqrt(d)) V for (batch, heads, seqlen, 128) tensors in
+fp16 or bf16, with S and O in tensor memory. This module holds what can be stated and tested
+without a GPU: the calls it refuses (`validate`, `problem`), the software exp2 it sends part of
+the exponentials through (`fit_exp2_cubic`, `exp2_soft`, `exp2_cuda_source`), the tensor- and
+shared-memory budgets (`tmem_plan`, `smem_plan`), a CPU model of the kernel's block loop
+(`simulate`), the reference and tolerance of a check, the performance bound, and the figure of
+the barrier protocol.
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .hardware import B200, GPU
+from .signature import KernelCallError
+
+BLK = 128                 # query rows per tile = keys per KV block = TMEM lanes
+HEAD_DIM = 128
+DTYPES = ("float16", "bfloat16")
+TAU = 8.0                 # rescale O only when the running max grows by more than 2^8
+SOFT_EVERY = 4            # column c goes through the software exp2 when c % 4 == 3
+TMEM_COLUMNS = 512
+TMA_ALIGN = 16
+UNIT_ROUNDOFF = {"float16": 2.0**-11, "bfloat16": 2.0**-8}
+
+
+class FA4CallError(KernelCallError):
+    """An attention call the chapter's kernel cannot serve, refused before anything is built."""
+
+
+# -- refusals -------------------------------------------------------------------------------------
+def validate(batch: int, heads: int, kv_heads: int, seqlen: int, head_dim: int, dtype: str,
+             causal: bool) -> None:
+    """Refuse, naming the constraint, a problem the kernel is not built for."""
+    if head_dim != HEAD_DIM:
+        raise FA4CallError(f"head_dim must be {HEAD_DIM}, got {head_dim}: S and O are 128 TMEM "
+                           "columns each, and the MMAs are generated for K = N = 128")
+    if dtype not in DTYPES:
+        raise FA4CallError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype}: tcgen05.mma "
+                           ".kind::f16 multiplies 16-bit operands, and P is stored in the same dtype")
+    if min(batch, heads, kv_heads) < 1:
+        raise FA4CallError(f"batch, heads and kv_heads must be >= 1, got {batch}, {heads}, {kv_heads}")
+    if heads % kv_heads:
+        raise FA4CallError(f"GQA ratio: heads ({heads}) must be a multiple of kv_heads ({kv_heads}); "
+                           "query head h reads KV head h // (heads / kv_heads)")
+    if seqlen < BLK or seqlen % BLK:
+        raise FA4CallError(f"seqlen must be a positive multiple of {BLK}, got {seqlen}: every Q tile "
+                           f"and KV block is {BLK} rows and the kernel has no tail masking "
+                           "(pad the sequence, or use chapter 11's portable kernel)")
+    if not isinstance(causal, bool):
+        raise FA4CallError(f"causal must be a bool, got {causal!r}")
+
+
+def problem(q: Any, k: Any, v: Any, causal: bool) -> tuple[int, int, int, int, str]:
+    """(batch, heads, kv_heads, seqlen, dtype) of a call on (B, H, S, d) tensors, or FA4CallError."""
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if getattr(t, "dim", lambda: -1)() != 4:
+            raise FA4CallError(f"layout: {name} must be (batch, heads, seqlen, head_dim), got shape "
+                               f"{tuple(getattr(t, 'shape', ()))}")
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not t.is_contiguous():
+            raise FA4CallError(f"layout: {name} has strides {tuple(t.stride())}; the tensor maps "
+                               "assume dense (batch, heads, seqlen, head_dim) rows: pass .contiguous()")
+        if t.data_ptr() % TMA_ALIGN:
+            raise FA4CallError(f"layout: {name} does not start on a {TMA_ALIGN}-byte boundary, "
+                               "which a tensor map's base must")
+    if tuple(k.shape) != tuple(v.shape):
+        raise FA4CallError(f"k is {tuple(k.shape)} but v is {tuple(v.shape)}: they must match")
+    dts = {str(t.dtype).removeprefix("torch.") for t in (q, k, v)}
+    if len(dts) != 1:
+        raise FA4CallError(f"dtype: q, k, v must share one dtype, got {sorted(dts)}")
+    B, H, Sq, d = q.shape
+    Bk, Hk, Sk, dk = k.shape
+    if Bk != B or dk != d:
+        raise FA4CallError(f"q is {tuple(q.shape)} and k is {tuple(k.shape)}: batch and head_dim must match")
+    if Sq != Sk:
+        raise FA4CallError(f"seqlen: query length {Sq} and key length {Sk} differ; the kernel takes "
+                           "one length, and its causal mask is top-left aligned like SDPA's is_causal")
+    dtype = dts.pop()
+    validate(B, H, Hk, Sq, d, dtype, causal)
+    return B, H, Hk, Sq, dtype
+
+
+# -- the software exp2 ------------------------------------------------------------------------------
+def fit_exp2_cubic(iters: int = 60) -> np.ndarray:
+    """c0 + c1 f + c2 f^2 + c3 f^3 ~ 2^f on [0, 1) with c0 = 1, near-minimax in relative error
+    (chapter 11's fit: Lawson's iteratively reweighted least squares), as float32."""
+    f = np.linspace(0.0, 1.0, 4001)
+    target = np.exp2(f)
+    A = np.stack([f, f**2, f**3], axis=1) / target[:, None]
+    b = (target - 1.0) / target
+    w = np.ones_like(f)
+    for _ in range(iters):
+        sw = np.sqrt(w)
+        c = np.linalg.lstsq(A * sw[:, None], b * sw, rcond=None)[0]
+        w = w * np.abs(A @ c - b)
+        w /= w.sum()
+    return np.array([1.0, *c], dtype=np.float32)
+
+
+COEFFS = fit_exp2_cubic()
+ROUND_CONST = 1.5 * 2.0**23      # add.rm of this leaves floor(x) in the low mantissa bits
+
+
+def exp2_soft(x: Any, coeffs: np.ndarray = COEFFS) -> np.ndarray:
+    """The kernel's software exp2, instruction for instruction, in float32 NumPy arithmetic."""
+    x = np.maximum(np.asarray(x, np.float32), np.float32(-127.0))
+    n = np.floor(x.astype(np.float64) + ROUND_CONST).astype(np.float32)   # add.rm: the sum's ulp is 1
+    nb = (n - np.float32(ROUND_CONST)).astype(np.float32)
+    f = (x - nb).astype(np.float32)
+    p = np.float32(coeffs[3])
+    for c in (coeffs[2], coeffs[1], coeffs[0]):
+        p = (p * f + np.float32(c)).astype(np.float32)
+    bits = p.view(np.int32) + (n.view(np.int32) << 23)
+    return bits.view(np.float32)
+
+
+def hexf(v: float) -> str:
+    """A float32 as a PTX immediate, 0fXXXXXXXX."""
+    return "0f%08X" % struct.unpack("<I", struct.pack("<f", float(v)))[0]
+
+
+EXP2_FUNC = "gpubook_exp2_poly"
+
+
+def exp2_cuda_source(coeffs: np.ndarray = COEFFS) -> str:
+    """The device function of the software exp2: clamp, floor by add.rm, three FMAs, exponent add."""
+    lines = [
+        ".reg .f32 xc, n, nb, f, p;", ".reg .b32 ni, pi;",
+        f"max.f32 xc, %1, {hexf(-127.0)};",
+        f"add.rm.f32 n, xc, {hexf(ROUND_CONST)};",
+        f"sub.rn.f32 nb, n, {hexf(ROUND_CONST)};",
+        "sub.rn.f32 f, xc, nb;",
+        f"fma.rn.f32 p, f, {hexf(coeffs[3])}, {hexf(coeffs[2])};",
+        f"fma.rn.f32 p, p, f, {hexf(coeffs[1])};",
+        f"fma.rn.f32 p, p, f, {hexf(coeffs[0])};",
+        "mov.b32 ni, n;", "shl.b32 ni, ni, 23;", "mov.b32 pi, p;", "add.s32 pi, pi, ni;",
+        "mov.b32 %0, pi;",
+    ]
+    body = "".join(f'"{ln}\\n\\t"\n      ' for ln in lines)
+    return (f"\n__device__ __forceinline__ float {EXP2_FUNC}(float x) {{\n  float r;\n"
+            f'  asm("{{\\n\\t"\n      {body}"}}" : "=f"(r) : "f"(x));\n  return r;\n}}\n')
+
+
+def soft_columns(blk: int = BLK, every: int = SOFT_EVERY) -> list[int]:
+    """The score columns of a KV block that go through the software exp2 (off the diagonal)."""
+    return [c for c in range(blk) if c % every == every - 1]
+
+
+# -- budgets --------------------------------------------------------------------------------------
+def tmem_plan(two_q_tiles: bool = False) -> dict[str, tuple[int, int]]:
+    """{region: (first column, columns)} of the kernel's TMEM (one Q tile: S0, S1, O), or of the
+    two-Q-tile layout (S0, S1, O0, O1). P overlays the upper half of its S as 16-bit values."""
+    regions = ["S0", "S1", "O0", "O1"] if two_q_tiles else ["S0", "S1", "O"]
+    plan = {r: (i * BLK, BLK) for i, r in enumerate(regions)}
+    end = max(a + n for a, n in plan.values())
+    if end > TMEM_COLUMNS:
+        raise ValueError(f"TMEM plan needs {end} columns of {TMEM_COLUMNS}")
+    return plan
+
+
+def p_columns(sb: int) -> tuple[int, int]:
+    """(first fp32 column, columns) that P of buffer sb occupies: 128 16-bit values = 64 columns,
+    the upper half of S_sb."""
+    first, n = tmem_plan()[f"S{sb}"]
+    return first + n // 2, BLK * 16 // 32
+
+
+def smem_plan(stages: int) -> dict[str, int]:
+    """Bytes of shared memory per region: barriers and the TMEM address (padded to 1 KiB), Q, the
+    K/V ring, the O staging tile."""
+    tile = BLK * HEAD_DIM * 2
+    return {"barriers": 1024, "Q": tile, "K/V ring": stages * tile, "O staging": tile}
+
+
+# -- a CPU model of the kernel ----------------------------------------------------------------------
+def simulate(q: Any, k: Any, v: Any, causal: bool) -> tuple[Any, dict[str, int]]:
+    """The kernel's arithmetic on the CPU: per row, blocks of 128 keys in order, the first block's
+    max taken, later maxima only when they grow by more than TAU, exponentials in float32 (every
+    fourth column off the diagonal through `exp2_soft`), P rounded to the input dtype, O and the
+    row sums in float64, O rounded at the end. Returns O and {"rescales", "rows_blocks"}."""
+    import torch
+
+    dtype = str(q.dtype).removeprefix("torch.")
+    B, H, S, d = q.shape
+    ratio = H // k.shape[1]
+    scale = math.log2(math.e) / math.sqrt(d)
+    soft = np.zeros(BLK, bool)
+    soft[soft_columns()] = True
+    out = torch.empty_like(q)
+    stats = {"rescales": 0, "rows_blocks": 0}
+    tdt = q.dtype
+    for b in range(B):
+        for h in range(H):
+            qq = q[b, h].float().numpy()
+            kk = k[b, h // ratio].float().numpy()
+            vv = v[b, h // ratio].double().numpy()
+            for qt in range(S // BLK):
+                rows = slice(qt * BLK, qt * BLK + BLK)
+                n_kv = qt + 1 if causal else S // BLK
+                m = np.zeros(BLK, np.float32)
+                l = np.zeros(BLK)
+                acc = np.zeros((BLK, d))
+                for j in range(n_kv):
+                    s = (qq[rows] @ kk[j * BLK:(j + 1) * BLK].T).astype(np.float32)
+                    diag = causal and j == n_kv - 1
+                    if diag:
+                        s = np.where(np.tri(BLK, dtype=bool), s, np.float32(-np.inf))
+                    mx = s.max(axis=1) * np.float32(scale)
+                    alpha = np.ones(BLK)
+                    if j == 0:
+                        m = mx
+                    else:
+                        grow = mx - m > TAU
+                        alpha = np.where(grow, np.exp2(m.astype(np.float64) - mx), 1.0)
+                        m = np.where(grow, mx, m).astype(np.float32)
+                        stats["rescales"] += int(grow.sum())
+                    x = (s * np.float32(scale) - m[:, None]).astype(np.float32)
+                    p = np.exp2(x.astype(np.float64)).astype(np.float32)
+                    if not diag:
+                        p[:, soft] = exp2_soft(x[:, soft])
+                    l = l * alpha + p.astype(np.float64).sum(axis=1)
+                    p16 = torch.from_numpy(p).to(tdt).double().numpy()
+                    acc = acc * alpha[:, None] + p16 @ vv[j * BLK:(j + 1) * BLK]
+                    stats["rows_blocks"] += BLK
+                out[b, h, rows] = torch.from_numpy(acc / l[:, None]).to(tdt)
+    return out, stats
+
+
+def reference(q: Any, k: Any, v: Any, causal: bool) -> Any:
+    """SDPA's math backend on the CPU in float32, GQA by head index, top-left causal mask."""
+    import torch
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    with sdpa_kernel(SDPBackend.MATH):
+        return F.scaled_dot_product_attention(q.float(), k.float(), v.float(), is_causal=causal,
+                                              enable_gqa=q.shape[1] != k.shape[1])
+
+
+def tolerance(v: Any, dtype: str) -> float:
+    """atol for |O - SDPA|: P rounded to 16 bits (u), O rounded (u), the cubic's error (< u/4,
+    chapter 11) and fp32 accumulation: below 2.25 u max|V|; the check allows 4 u max|V|."""
+    return 4 * UNIT_ROUNDOFF[dtype] * float(v.float().abs().max())
+
+
+# -- performance -------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Bound:
+    flops: float
+    tensor_s: float
+    mufu_s: float
+    memory_s: float
+
+    @property
+    def seconds(self) -> float:
+        return max(self.tensor_s, self.mufu_s, self.memory_s)
+
+    @property
+    def limit(self) -> str:
+        return max((self.tensor_s, "tensor cores"), (self.mufu_s, "MUFU exponentials"),
+                   (self.memory_s, "HBM"))[1]
+
+    @property
+    def tflops(self) -> float:
+        return self.flops / self.seconds / 1e12
+
+
+def bound(batch: int, heads: int, seqlen: int, causal: bool, gpu: GPU = B200,
+          soft_share: float | None = None) -> Bound:
+    """Chapter 2's roofline with a third roof: the exponentials the MUFU computes (one per score,
+    less the share computed in software) at the SFU rate."""
+    from .roofline import attention_bytes, attention_flops
+
+    share = len(soft_columns()) / BLK if soft_share is None else soft_share
+    flops = attention_flops(batch, heads, seqlen, seqlen, HEAD_DIM, causal)
+    scores = batch * heads * seqlen * seqlen / (2 if causal else 1)
+    return Bound(flops, flops / gpu.peak_flops("bfloat16"), scores * (1 - share) / gpu.sfu_rate,
+                 attention_bytes(batch, heads, seqlen, seqlen, HEAD_DIM, 2) / gpu.hbm_bandwidth)
+
+
+# -- the barrier protocol, drawn ---------------------------------------------------------------------
+ROLES = ("TMA warp", "MMA warp", "softmax warpgroup")
+
+
+def protocol_events(n_kv: int = 3) -> list[tuple[str, str, str, str]]:
+    """(from role, event, to role, barrier) for a Q tile with n_kv KV blocks, in issue order."""
+    ev: list[tuple[str, str, str, str]] = [("TMA warp", "Q", "MMA warp", "q_full")]
+    loads = ["K0"] + (["K1"] if n_kv > 1 else [])
+    for j in range(n_kv):
+        loads += [f"V{j}"] + ([f"K{j + 2}"] if j + 2 < n_kv else [])
+    for item in loads:
+        ev.append(("TMA warp", item, "MMA warp", "ring.full"))
+    ev.append(("MMA warp", "S0 = Q K0ᵀ", "softmax warpgroup", "s_full[0]"))
+    if n_kv > 1:
+        ev.append(("MMA warp", "S1 = Q K1ᵀ", "softmax warpgroup", "s_full[1]"))
+    for j in range(n_kv):
+        b = j % 2
+        ev.append(("softmax warpgroup", f"P{j} in S{b}", "MMA warp", f"p_full[{b}]"))
+        ev.append(("MMA warp", f"O += P{j} V{j}", "softmax warpgroup", f"pv_done[{b}]"))
+        if j + 2 < n_kv:
+            ev.append(("MMA warp", f"S{b} = Q K{j + 2}ᵀ", "softmax warpgroup", f"s_full[{b}]"))
+    return ev
+
+
+def plot_protocol(n_kv: int = 3) -> Any:
+    """Swimlanes of the three roles over a Q tile of n_kv KV blocks: each hand-over an arrow from
+    the role that arrives on a barrier to the role that waits on it, labelled with the barrier."""
+    from .plots import PAGE_WIDTH_IN, PALETTE, SIZES, new_figure
+
+    # one time step per MMA-warp action; TMA loads run ahead, softmax follows each S
+    fig = new_figure(PAGE_WIDTH_IN, 4.4)
+    ax = fig.add_subplot()
+    ax.set_facecolor("white")
+    y = {"TMA warp": 2.0, "MMA warp": 1.0, "softmax warpgroup": 0.0}
+    colors = {"q_full": PALETTE["grey"], "ring.full": PALETTE["blue"], "s_full": PALETTE["green"],
+              "p_full": PALETTE["vermillion"], "pv_done": PALETTE["purple"]}
+    mma_seq = ["QK0"] + (["QK1"] if n_kv > 1 else [])
+    for j in range(n_kv):
+        mma_seq += [f"PV{j}"] + ([f"QK{j + 2}"] if j + 2 < n_kv else [])
+    t_mma = {name: 1.6 + 1.3 * i for i, name in enumerate(mma_seq)}
+    t_load = {("K" + n[2:]) if n.startswith("QK") else ("V" + n[2:]): t - 0.65 for n, t in t_mma.items()}
+    t_soft = {j: t_mma[f"QK{j}"] + 0.65 + (0.65 if j else 0.0) for j in range(n_kv)}
+    for j in range(1, n_kv):
+        t_soft[j] = max(t_soft[j], t_mma[f"PV{j - 1}"] + 0.65)
+    for yy in y.values():
+        ax.axhline(yy, color="#bbbbbb", lw=0.8, zorder=0)
+
+    def box(t, yy, text, color):
+        ax.text(t, yy, text, fontsize=SIZES["note"], ha="center", va="center",
+                bbox=dict(boxstyle="round,pad=0.25", fc="white", ec=color, lw=1.2), zorder=3)
+
+    def arrow(t0, y0, t1, y1, color):
+        down = y1 < y0
+        ax.annotate("", xy=(t1, y1 + (0.17 if down else -0.17)), xytext=(t0, y0 + (-0.17 if down else 0.17)),
+                    arrowprops=dict(arrowstyle="->", color=color, lw=1.2), zorder=2)
+
+    box(0.25, y["TMA warp"], "Q", colors["q_full"])
+    arrow(0.25, y["TMA warp"], t_mma["QK0"] - 0.25, y["MMA warp"], colors["q_full"])
+    for item, t in t_load.items():
+        box(t, y["TMA warp"], item, colors["ring.full"])
+        mma = ("QK" + item[1:]) if item[0] == "K" else ("PV" + item[1:])
+        arrow(t, y["TMA warp"], t_mma[mma], y["MMA warp"], colors["ring.full"])
+    for name, t in t_mma.items():
+        box(t, y["MMA warp"], name, PALETTE["black"])
+    for j in range(n_kv):
+        box(t_soft[j], y["softmax warpgroup"], f"softmax {j}", PALETTE["black"])
+        arrow(t_mma[f"QK{j}"], y["MMA warp"], t_soft[j] - 0.15, y["softmax warpgroup"], colors["s_full"])
+        arrow(t_soft[j] + 0.15, y["softmax warpgroup"], t_mma[f"PV{j}"], y["MMA warp"], colors["p_full"])
+        if j + 1 < n_kv:
+            arrow(t_mma[f"PV{j}"], y["MMA warp"], t_soft[j + 1] + 0.3, y["softmax warpgroup"], colors["pv_done"])
+        if j + 2 < n_kv:
+            arrow(t_mma[f"PV{j}"] + 0.1, y["MMA warp"] + 0.05, t_mma[f"QK{j + 2}"] - 0.3, y["MMA warp"] + 0.05,
+                  colors["pv_done"])
+    t_epi = t_mma[f"PV{n_kv - 1}"] + 1.0
+    box(t_epi, y["softmax warpgroup"], "epilogue", PALETTE["black"])
+    arrow(t_mma[f"PV{n_kv - 1}"], y["MMA warp"], t_epi, y["softmax warpgroup"], colors["pv_done"])
+    from matplotlib.lines import Line2D
+
+    legend = [("q_full: Q has landed", "q_full"), ("ring.full[stage]: a K or V block has landed", "ring.full"),
+              ("s_full[b]: S_b = Q Kᵀ is done", "s_full"), ("p_full[b]: P is in TMEM, O corrected", "p_full"),
+              ("pv_done[b]: O += P V is done", "pv_done")]
+    ax.legend([Line2D([], [], color=colors[c], lw=2) for _, c in legend], [t for t, _ in legend],
+              loc="upper center", bbox_to_anchor=(0.5, -0.02), ncol=2, fontsize=SIZES["legend"],
+              frameon=False)
+    ax.set_xlim(-0.1, t_epi + 0.6)
+    ax.set_ylim(-0.45, 2.45)
+    ax.set_yticks([y[r] for r in ROLES])
+    ax.set_yticklabels(list(ROLES), fontsize=SIZES["label"])
+    ax.tick_params(axis="y", length=0)
+    ax.set_xticks([])
+    ax.set_title("time runs to the right (issue order; widths not to scale)", fontsize=SIZES["label"])
+    for side in ("top", "right", "left", "bottom"):
+        ax.spines[side].set_visible(False)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,191 @@
+"""Chapter 11B's Flash Attention 4 kernel: what it refuses, its budgets, its software exp2, a CPU
+model of its arithmetic against SDPA, its barrier protocol, and the build of the kernel itself."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import numpy as np
+import pytest
+import torch
+
+from gpubook import fa4, tmem
+from gpubook.hardware import B200
+
+GOOD = dict(batch=1, heads=8, kv_heads=2, seqlen=256, head_dim=128, dtype="float16", causal=True)
+
+
+@pytest.mark.parametrize("bad, word", [
+    (dict(head_dim=64), "head_dim"), (dict(dtype="float32"), "dtype"), (dict(kv_heads=3), "GQA"),
+    (dict(seqlen=200), "seqlen"), (dict(seqlen=0), "seqlen"), (dict(causal=1), "causal"),
+    (dict(batch=0), "batch"),
+])
+def test_validate_refuses_naming_the_constraint(bad, word):
+    with pytest.raises(fa4.FA4CallError, match=word):
+        fa4.validate(**(GOOD | bad))
+
+
+def test_validate_accepts_the_supported_set():
+    for ratio in (1, 4, 8):
+        for dtype in fa4.DTYPES:
+            for causal in (False, True):
+                fa4.validate(1, 8, 8 // ratio, 384, 128, dtype, causal)
+
+
+def _t(*shape, dtype=torch.float16):
+    return torch.zeros(*shape, dtype=dtype)
+
+
+def test_problem_refuses_layouts_lengths_and_dtypes():
+    q, kv = _t(1, 8, 256, 128), _t(1, 2, 256, 128)
+    with pytest.raises(fa4.FA4CallError, match="layout"):
+        fa4.problem(q.transpose(1, 2), kv, kv, causal=False)
+    with pytest.raises(fa4.FA4CallError, match="layout"):
+        fa4.problem(q[0], kv, kv, causal=False)
+    with pytest.raises(fa4.FA4CallError, match="seqlen"):
+        fa4.problem(q, _t(1, 2, 128, 128), _t(1, 2, 128, 128), causal=True)
+    with pytest.raises(fa4.FA4CallError, match="dtype"):
+        fa4.problem(q, kv.bfloat16(), kv.bfloat16(), causal=False)
+    with pytest.raises(fa4.FA4CallError, match="GQA"):
+        fa4.problem(_t(1, 6, 256, 128), _t(1, 4, 256, 128), _t(1, 4, 256, 128), causal=False)
+    assert fa4.problem(q, kv, kv, causal=True) == (1, 8, 2, 256, "float16")
+
+
+def test_tmem_budget():
+    plan = fa4.tmem_plan()
+    assert plan == {"S0": (0, 128), "S1": (128, 128), "O": (256, 128)}
+    assert tmem.alloc_columns(max(a + n for a, n in plan.values())) == fa4.TMEM_COLUMNS
+    full = fa4.tmem_plan(two_q_tiles=True)
+    assert max(a + n for a, n in full.values()) == fa4.TMEM_COLUMNS == B200.tmem_per_sm // 512
+    for sb in (0, 1):                                         # P: the upper half of its own S
+        first, n = fa4.p_columns(sb)
+        s_first, s_n = plan[f"S{sb}"]
+        assert first == s_first + s_n // 2 and first + n == s_first + s_n
+        assert n == tmem.columns_for(fa4.BLK, 16)
+
+
+def test_smem_budget_takes_as_many_stages_as_fit():
+    limit = B200.smem_per_sm - 1024
+    tile = fa4.BLK * fa4.HEAD_DIM * 2
+    stages = (limit - sum(fa4.smem_plan(0).values())) // tile
+    assert stages == 5
+    assert sum(fa4.smem_plan(stages).values()) <= limit < sum(fa4.smem_plan(stages + 1).values())
+
+
+def test_exp2_soft_error_and_exact_powers():
+    xs = np.linspace(-126.0, 0.0, 400_001, dtype=np.float32)
+    rel = np.abs(fa4.exp2_soft(xs).astype(np.float64) / np.exp2(xs.astype(np.float64)) - 1)
+    assert rel.max() < fa4.UNIT_ROUNDOFF["float16"] / 4
+    ints = np.arange(-126, 1, dtype=np.float32)
+    assert np.array_equal(fa4.exp2_soft(ints), np.exp2(ints))   # c0 = 1: integers are exact
+    # the floor is add.rm's: just below an integer still takes the lower one
+    below = np.nextafter(np.float32(-3.0), np.float32(-4.0))
+    assert fa4.exp2_soft(np.array([below]))[0] < 0.125
+
+
+def test_exp2_cuda_source_is_the_model():
+    src = fa4.exp2_cuda_source()
+    assert src.count("fma.rn.f32") == 3 and "add.rm.f32" in src and "shl.b32 ni, ni, 23" in src
+    for c in fa4.COEFFS:
+        assert fa4.hexf(c) in src
+    assert fa4.hexf(1.0) == "0f3F800000" and fa4.hexf(-127.0) == "0fC2FE0000"
+
+
+def test_soft_share():
+    cols = fa4.soft_columns()
+    assert len(cols) == fa4.BLK // fa4.SOFT_EVERY and all(c % 4 == 3 for c in cols)
+
+
+def _inputs(batch, heads, kv_heads, seqlen, dtype, seed, hard):
+    g = torch.Generator().manual_seed(seed)
+    q = torch.randn(batch, heads, seqlen, 128, generator=g)
+    k = torch.randn(batch, kv_heads, seqlen, 128, generator=g)
+    v = torch.randn(batch, kv_heads, seqlen, 128, generator=g)
+    if hard:
+        q, k = 3 * q, 3 * k
+        rows = torch.arange(seqlen - 40, seqlen)
+        k[:, :, rows] = 1.5 * q[:, ::heads // kv_heads, rows]
+    dt = getattr(torch, dtype)
+    return q.to(dt), k.to(dt), v.to(dt)
+
+
+@pytest.mark.parametrize("case", [
+    (1, 4, 1, 256, "float16", True, True),
+    (1, 2, 2, 384, "bfloat16", False, True),
+    (2, 8, 1, 128, "float16", True, False),
+])
+def test_cpu_model_of_the_kernel_matches_sdpa(case):
+    *shape, dtype, causal, hard = case
+    q, k, v = _inputs(*shape, dtype, seed=7, hard=hard)
+    out, stats = fa4.simulate(q, k, v, causal)
+    err = float((out.float() - fa4.reference(q, k, v, causal)).abs().max())
+    assert err <= fa4.tolerance(v, dtype), err
+    if hard and shape[3] > fa4.BLK:
+        assert stats["rescales"] > 0                              # the late maxima force rescales
+
+
+def test_the_tolerance_catches_a_wrong_mask():
+    q, k, v = _inputs(1, 2, 2, 256, "float16", seed=3, hard=False)
+    out, _ = fa4.simulate(q, k, v, causal=False)                  # non-causal against a causal reference
+    assert float((out.float() - fa4.reference(q, k, v, True)).abs().max()) > fa4.tolerance(v, "float16")
+
+
+def test_protocol_orders_loads_as_the_mma_warp_uses_them():
+    for n in (1, 2, 3, 6):
+        ev = fa4.protocol_events(n)
+        loads = [e[1] for e in ev if e[3] == "ring.full"]
+        assert len(loads) == 2 * n and loads[0] == "K0"
+        mma = [e[1] for e in ev if e[0] == "MMA warp"]
+        used = [("K" + m.split("K")[1].rstrip("ᵀ")) if "Q K" in m else "V" + m.split("V")[-1] for m in mma]
+        assert used == loads, (n, used, loads)
+        assert sum(e[3].startswith("p_full") for e in ev) == n == sum(e[3].startswith("pv_done") for e in ev)
+
+
+def test_bound_is_tensor_core_bound_at_the_published_shape():
+    b = fa4.bound(1, 32, 8192, causal=False)
+    assert b.limit == "tensor cores" and b.mufu_s < b.tensor_s
+    no_soft = fa4.bound(1, 32, 8192, causal=False, soft_share=0.0)
+    assert no_soft.mufu_s == pytest.approx(b.mufu_s / 0.75)
+    assert fa4.bound(1, 32, 8192, causal=True).flops == pytest.approx(b.flops / 2)
+
+
+def test_protocol_figure_draws():
+    fig = fa4.plot_protocol(3)
+    ax = fig.axes[0]
+    texts = [t.get_text() for t in ax.texts] + [t.get_text() for t in ax.get_yticklabels()]
+    texts += [t.get_text().split(":")[0] for t in ax.get_legend().get_texts()]
+    for label in ("TMA warp", "MMA warp", "softmax warpgroup", "q_full", "ring.full[stage]", "s_full[b]",
+                  "p_full[b]", "pv_done[b]", "epilogue", "QK2", "PV2", "V2", "softmax 2"):
+        assert label in texts, label
+    from gpubook import plots
+    assert min(plots.drawn_font_sizes(fig)) >= plots.MIN_FONT_PT
+
+
+def test_the_chapter_kernel_builds_and_keeps_the_rules():
+    """Build chapter 11B's make_fa4 (causal, GQA 4) and assert its budgets and ordering rules."""
+    import gpubook as gb
+    from gpubook import gemm as gg
+    from gpubook import lint
+    from tvm.script import tirx as T
+    from tvm.script.tirx import tile as Tx
+    from tvm.tirx.lang.pipeline import MBarrier, Pipeline, PipelineState, TCGen05Bar, TMABar
+    from tvm.tirx.layout import S, TileLayout, tid_in_wg
+
+    ns = dict(T=T, Tx=Tx, S=S, TileLayout=TileLayout, tid_in_wg=tid_in_wg, MBarrier=MBarrier,
+              Pipeline=Pipeline, PipelineState=PipelineState, TCGen05Bar=TCGen05Bar, TMABar=TMABar,
+              gb=gb, fa4=fa4, math=math, BLK=128, D=128, CH=32, TMEM_COLS=512, STAGES=5,
+              TILE_BYTES=128 * 128 * 2, REGS_PRODUCER=120, REGS_SOFTMAX=232)
+    ns["ROW"] = TileLayout(S[(128, 128) : (1 @ tid_in_wg, 1)])
+    ns["ROW_CH"] = TileLayout(S[(128, 32) : (1 @ tid_in_wg, 1)])
+    ns["exp2_poly"] = lambda x: T.cuda.func_call(fa4.EXP2_FUNC, x, source_code=fa4.exp2_cuda_source(),
+                                                  return_type="float32")
+    make = gg.load_factory("11B-fa4-blackwell", "make_fa4", ns)
+    k = gb.build(make(1, 8, 2, 256, "float16", True), name="fa4_test")
+    assert lint.lint(k.ptx) == [], lint.report(k.ptx)
+    assert gg.tmem_columns(k) == {"alloc": [512], "dealloc": [512]}
+    assert k.dynamic_smem == sum(fa4.smem_plan(5).values()) and k.spill_instructions == 0
+    assert k.sass_counts["UTCHMMA"] == k.ptx_counts["tcgen05.mma"] > 0
+    assert len(re.findall(r"UTCHMMA\s+tmem\[", k.sass)) % 8 == 0
+    assert k.sass_counts["LDTM"] == k.ptx_counts["tcgen05.ld"]
+    assert len(re.findall(r"add\.rm\.f32", k.ptx)) % len(fa4.soft_columns()) == 0
