@@ -7,6 +7,10 @@
 ``_static/`` (with the build's ``demos/book-data.js``) laid out as in the book: the tests of a
 single demo open it without a book build.
 
+The book build also writes every kernel it compiles to a build cache
+(``gpubook.build.kernel_cache``), which the notebooks test of the same session reads: the
+second execution of each chapter runs every cell without compiling its kernels again.
+
 Two environment variables shorten the loop while writing:
   GPUBOOK_HTML=<folder>       use an HTML build that already exists, build nothing;
   GPUBOOK_BUILD_DIR=<folder>  build into this folder (kept after the run) instead of a temporary one.
@@ -38,7 +42,10 @@ def built_book(tmp_path_factory: pytest.TempPathFactory) -> Path:
         else tmp_path_factory.mktemp("book")
     base.mkdir(parents=True, exist_ok=True)
     html = base / "html"
-    env = dict(os.environ, GPUBOOK_EXECUTION="force", GPUBOOK_CACHE=str(base / "cache"))
+    kernels = base / "kernels"
+    shutil.rmtree(kernels, ignore_errors=True)  # written afresh by this build, never read by it
+    env = dict(os.environ, GPUBOOK_EXECUTION="force", GPUBOOK_CACHE=str(base / "cache"),
+               GPUBOOK_KERNEL_CACHE=str(kernels), GPUBOOK_KERNEL_CACHE_MODE="write")
     cmd = [sys.executable, "-m", "sphinx", "-W", "-b", "html", "-d", str(base / "doctrees"),
            str(ROOT), str(html)]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
@@ -46,7 +53,21 @@ def built_book(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if proc.returncode != 0:
         pytest.fail(f"sphinx-build failed ({proc.returncode}); log in {base / 'build.log'}:\n"
                     + (proc.stdout + proc.stderr)[-4000:])
+    _BUILT["kernels"] = kernels
     return html
+
+
+# What the book build of this session compiled: gpubook.build.kernel_cache.
+_BUILT: dict[str, Path] = {}
+
+
+@pytest.fixture(scope="session")
+def book_kernel_cache() -> Path | None:
+    """The build cache that this session's book build wrote (every kernel it compiled, keyed
+    by script and toolchain), or None when no book was built in this session (GPUBOOK_HTML, or
+    a run without the book tests): the notebooks test reads it instead of compiling again."""
+    found = _BUILT.get("kernels")
+    return found if found is not None and found.is_dir() else None
 
 
 @pytest.fixture(scope="session")
