@@ -289,7 +289,7 @@ def _build(func: Any, name: str, highlight: tuple[str, ...], archs: tuple[str, .
     )
 
 
-# -- a build cache for test sessions ---------------------------------------------------------
+# -- a build cache for test runs -------------------------------------------------------------
 CACHE_ENV = "GPUBOOK_KERNEL_CACHE"            # a folder
 CACHE_MODE_ENV = "GPUBOOK_KERNEL_CACHE_MODE"  # "write" or "read"
 # What a cached build keeps: everything but the call's own name, function and highlight
@@ -304,7 +304,7 @@ _DISTRIBUTIONS = ("apache-tvm", "apache-tvm-ffi", "cuda-bindings", "nvidia-cuda-
 @dataclass
 class KernelCache:
     """One build's entry in a build cache: written by one execution of a chapter, read by a
-    second execution of the same chapter in the same test session."""
+    second execution of the same chapter in the same test run."""
 
     path: Any  # pathlib.Path of the entry
     mode: str
@@ -330,9 +330,9 @@ class KernelCache:
 def kernel_cache(func: Any, want: tuple[str, ...]) -> KernelCache | None:
     """The cache entry of this build when `GPUBOOK_KERNEL_CACHE` names a folder, else None.
 
-    Off by default: a build of the book compiles every kernel. The test session turns it on
+    Off by default: a build of the book compiles every kernel. A test run turns it on
     so that the notebooks test, which executes every chapter a second time, takes the compiled
-    artifacts of the book build that ran before it in the same session instead of compiling
+    artifacts of the book build that ran before it in the same run instead of compiling
     each kernel again: the book build writes (`GPUBOOK_KERNEL_CACHE_MODE=write`), the notebooks
     read (`read`); neither does both. An entry is keyed by the kernel's TIRx script, the archs
     asked for, the compiler, the local GPU's arch, the versions of TVM and the CUDA wheels,
