@@ -187,12 +187,27 @@ def build(func: Any, name: str | None = None, highlight: tuple[str, ...] = (),
     Blackwell-only feature; `(HOPPER,)` builds sm_90a only, for kernels (`wgmma`) that ptxas
     refuses for sm_100a: the refusal is tried, and its first error line kept as the reason
     (`Kernel.not_built`); `(BLACKWELL,)` skips the sm_90a build of a portable kernel.
+
+    Every call compiles, unless `GPUBOOK_KERNEL_CACHE` names a build cache (see `kernel_cache`).
     """
-    t0 = time.perf_counter()
     if name is None:
         attrs = func.attrs
         name = str(attrs["global_symbol"]) if attrs is not None and "global_symbol" in attrs else "kernel"
     want = _requested(archs)
+    cache = kernel_cache(func, want)
+    if cache is not None and cache.mode == "read":
+        kernel = cache.load(func, name, highlight)
+        if kernel is not None:
+            return kernel
+    kernel = _build(func, name, highlight, archs, want)
+    if cache is not None and cache.mode == "write":
+        cache.store(kernel)
+    return kernel
+
+
+def _build(func: Any, name: str, highlight: tuple[str, ...], archs: tuple[str, ...] | None,
+           want: tuple[str, ...]) -> Kernel:
+    t0 = time.perf_counter()
     primary = BLACKWELL if BLACKWELL in want else HOPPER
     other = HOPPER if primary == BLACKWELL else BLACKWELL
     host, _ = lower(func, primary)
@@ -272,6 +287,92 @@ def build(func: Any, name: str | None = None, highlight: tuple[str, ...] = (),
         sass_counts=report.count_sass(sass), compile_seconds=time.perf_counter() - t0,
         highlight=tuple(highlight), not_built=not_built, _executables=executables,
     )
+
+
+# -- a build cache for test runs -------------------------------------------------------------
+CACHE_ENV = "GPUBOOK_KERNEL_CACHE"            # a folder
+CACHE_MODE_ENV = "GPUBOOK_KERNEL_CACHE_MODE"  # "write" or "read"
+# What a cached build keeps: everything but the call's own name, function and highlight
+# (lowered modules are recompiled on demand by Kernel.executable).
+_CACHED_FIELDS = ("arch", "runs_on", "compiler", "source", "ptx", "cubin", "sass", "resources",
+                  "launches", "ptx_counts", "sass_counts", "compile_seconds", "not_built")
+_SOURCES = ("build.py", "report.py", "toolchain.py", "signature.py", "mbarrier.py", "tmem.py")
+_DISTRIBUTIONS = ("apache-tvm", "apache-tvm-ffi", "cuda-bindings", "nvidia-cuda-nvrtc",
+                  "nvidia-cuda-runtime", "nvidia-cuda-cccl", "nvidia-cuda-cuobjdump")
+
+
+@dataclass
+class KernelCache:
+    """One build's entry in a build cache: written by one execution of a chapter, read by a
+    second execution of the same chapter in the same test run."""
+
+    path: Any  # pathlib.Path of the entry
+    mode: str
+
+    def load(self, func: Any, name: str, highlight: tuple[str, ...]) -> Kernel | None:
+        import pickle
+
+        try:
+            data = pickle.loads(self.path.read_bytes())
+        except (OSError, pickle.UnpicklingError, EOFError):
+            return None
+        return Kernel(name=name, func=func, params=params_of(func), highlight=tuple(highlight), **data)
+
+    def store(self, kernel: Kernel) -> None:
+        import pickle
+
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_bytes(pickle.dumps({k: getattr(kernel, k) for k in _CACHED_FIELDS}))
+        os.replace(tmp, self.path)
+
+
+def kernel_cache(func: Any, want: tuple[str, ...]) -> KernelCache | None:
+    """The cache entry of this build when `GPUBOOK_KERNEL_CACHE` names a folder, else None.
+
+    Off by default: a build of the book compiles every kernel. A test run turns it on
+    so that the notebooks test, which executes every chapter a second time, takes the compiled
+    artifacts of the book build that ran before it in the same run instead of compiling
+    each kernel again: the book build writes (`GPUBOOK_KERNEL_CACHE_MODE=write`), the notebooks
+    read (`read`); neither does both. An entry is keyed by the kernel's TIRx script, the archs
+    asked for, the compiler, the local GPU's arch, the versions of TVM and the CUDA wheels,
+    and the sources of the gpubook modules that shape a build; every cell still runs.
+    """
+    folder = os.environ.get(CACHE_ENV)
+    mode = os.environ.get(CACHE_MODE_ENV, "")
+    if not folder:
+        return None
+    if mode not in ("read", "write"):
+        raise ValueError(f"{CACHE_MODE_ENV} must be 'read' or 'write' when {CACHE_ENV} is set, not {mode!r}")
+    import hashlib
+    import json
+    from pathlib import Path
+
+    key = json.dumps([func.script(), list(want), toolchain.compiler(), _local_arch(), _toolchain_digest()])
+    return KernelCache(Path(folder) / f"{hashlib.sha256(key.encode()).hexdigest()}.pickle", mode)
+
+
+_digest: list[str] = []
+
+
+def _toolchain_digest() -> str:
+    """What else a build depends on: gpubook's build modules and the installed toolchain."""
+    if not _digest:
+        import hashlib
+        import importlib.metadata as md
+        from pathlib import Path
+
+        here = Path(__file__).resolve().parent
+        h = hashlib.sha256()
+        for src in _SOURCES:
+            h.update((here / src).read_bytes())
+        for dist in _DISTRIBUTIONS:
+            try:
+                h.update(f"{dist}=={md.version(dist)};".encode())
+            except md.PackageNotFoundError:
+                h.update(f"{dist} absent;".encode())
+        _digest.append(h.hexdigest())
+    return _digest[0]
 
 
 def _requested(archs: tuple[str, ...] | None) -> tuple[str, ...]:

@@ -301,27 +301,37 @@ def check(
     output matches the regex `expect_output`: it never runs in this process (a trap ends the
     CUDA context), only in a child process of `python -m gpubook replay`, which records it as
     'trapped'.
+
+    `expect="race"` marks a kernel with a deliberate shared-memory race: only compute-sanitizer's
+    racecheck can judge it, so it never runs here either; `python -m gpubook replay --sanitize`
+    records it as 'race found' when racecheck reports a hazard (one matching the regex
+    `expect_output`, when given), 'failed' when racecheck is clean, and 'not judged' without
+    `--sanitize`.
     """
-    if expect not in (None, "trap"):
-        raise ValueError(f"{name or kernel.name}: expect must be None or 'trap', got {expect!r}")
+    if expect not in (None, "trap", "race"):
+        raise ValueError(f"{name or kernel.name}: expect must be None, 'trap' or 'race', got {expect!r}")
     case = prepare(kernel, args, ref, outputs, rtol, atol, name, stress, variants)
     name, outputs, expected, tols = case.name, case.outputs, case.expected, case.tols
     stress, stress_variants = case.stress, case.variants
-    if expect == "trap":
-        case.record(expect="trap", expect_message=expect_output)
+    if expect in ("trap", "race"):
+        case.record(expect=expect, expect_message=expect_output)
     else:
         case.record()
 
     why = runtime.why_not_here(kernel.runs_on)
-    if expect == "trap":
+    if expect in ("trap", "race"):
         need = " or ".join(kernel.runs_on)
         where = "" if why is None else f" ({why})"
-        return CheckResult(
-            name, "not run", facts=kernel.summary(),
-            reason=(f"compiled for {need} — not run here{where}: it is expected to trap, so only "
-                    f"`python -m gpubook replay` runs it, in a child process, and requires the trap"
-                    + (f" and a report matching /{expect_output}/" if expect_output else "")),
-        )
+        if expect == "trap":
+            what = ("it is expected to trap, so only `python -m gpubook replay` runs it, in a child "
+                    "process, and requires the trap"
+                    + (f" and a report matching /{expect_output}/" if expect_output else ""))
+        else:
+            what = ("it is expected to race, so only `python -m gpubook replay --sanitize` judges it, "
+                    "and requires compute-sanitizer's racecheck to report a hazard"
+                    + (f" matching /{expect_output}/" if expect_output else ""))
+        return CheckResult(name, "not run", facts=kernel.summary(),
+                           reason=f"compiled for {need} — not run here{where}: {what}")
     if why is not None:
         need = " or ".join(kernel.runs_on)
         from . import export, results

@@ -60,7 +60,9 @@ def record_check(
     With `stress`, also the stress run's input variants (args with None for outputs, and
     their expected outputs). `expect="fail"` marks a self-test case that must fail, with
     `expect_message` in its failure message; `expect="trap"` marks a broken kernel that must
-    end in a device trap whose output matches the regex `expect_message`.
+    end in a device trap whose output matches the regex `expect_message`; `expect="race"`
+    marks a kernel with a shared-memory race that compute-sanitizer's racecheck must report
+    (a hazard report matching the regex `expect_message`, when given).
     """
     if export_dir() is None:
         return None
@@ -76,9 +78,9 @@ def record_check(
         "kind": "check", "name": name, "outputs": list(outputs),
         "tolerances": [list(t) for t in tols], "stress": int(stress), "variants": len(variants),
     }
-    if expect not in ("pass", "fail", "trap"):
-        raise ValueError(f"expect must be 'pass', 'fail' or 'trap', not {expect!r}")
-    if expect in ("fail", "trap"):
+    if expect not in ("pass", "fail", "trap", "race"):
+        raise ValueError(f"expect must be 'pass', 'fail', 'trap' or 'race', not {expect!r}")
+    if expect in ("fail", "trap", "race"):
         meta.update(expect=expect, expect_message=expect_message)
     _write_common(d, kernel, meta)
     return d

@@ -42,7 +42,7 @@ def rows_from(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for row in merged.values():
         ran = {a: e for a, e in row["by_arch"].items() if e["status"] != "not runnable"}
         row["passed_on"] = {a: e["run"] for a, e in ran.items()
-                            if e["status"] in ("passed", "trapped") and not stress_failures(e)}
+                            if e["status"] in ("passed", "trapped", "race found") and not stress_failures(e)}
         row["failed"] = [e for e in ran.values()
                          if e["status"] in ("failed", "timeout", "error") or stress_failures(e)]
         newest = sorted(ran.values() or row["by_arch"].values(), key=lambda e: e["run"]["date"])
@@ -71,9 +71,13 @@ def tier(row: dict[str, Any]) -> str:
             s = e["stress"]
             return f"FAILED under stress on {arch} ({s['failures']} of {s['launches']} launches)"
         return f"{e['status'].upper()} on {arch}"
-    if row["check"] and row["check"]["status"] == "trapped":
+    if row["check"] and row["check"]["status"] in ("trapped", "race found"):
         arch = row["check"]["run"]["arch"]
-        return f"trapped as expected on {ARCH_NAMES.get(arch, arch)}"
+        what = "trapped" if row["check"]["status"] == "trapped" else "racecheck found the race"
+        return f"{what} as expected on {ARCH_NAMES.get(arch, arch)}"
+    if row["check"] and row["check"]["status"] == "not judged" and not row["passed_on"]:
+        arch = row["check"]["run"]["arch"]
+        return f"expected race not judged on {ARCH_NAMES.get(arch, arch)} (replayed without racecheck)"
     if "sm_100a" in row["passed_on"]:
         return "passed on sm_100"
     if "sm_90a" in row["passed_on"]:

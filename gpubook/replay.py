@@ -138,26 +138,39 @@ def _sanitizer_errors(out: str) -> int | None:
     return int(m.group(1)) if m else None
 
 
-def _sanitize(case_dir: Path, work: Path, timeout: float) -> dict[str, str]:
+def sanitizer_verdict(out: str, rec: dict[str, Any] | None, timed_out: bool) -> str:
+    """One tool's verdict from its output: 'clean', 'N errors: <first>', 'timeout' or
+    'did not finish: <last line>'."""
+    n = _sanitizer_errors(out)
+    if timed_out:
+        return "timeout"
+    if n is None or rec is None:
+        tail = out.strip().splitlines()[-1][:200] if out.strip() else "no output"
+        return f"did not finish: {tail}"
+    if n == 0:
+        return "clean"
+    lines = [ln for ln in out.splitlines() if "=========" in ln]
+    first = next((ln for ln in lines if _RACE_LINE.search(ln)), None) \
+        or next((ln for ln in lines if "rror" in ln), "")
+    return f"{n} errors: {first.strip('= ')[:200]}"
+
+
+def _sanitize(case_dir: Path, work: Path, timeout: float,
+              outputs: dict[str, tuple[str, bool, bool]] | None = None) -> dict[str, str]:
+    """Each tool's verdict on one launch of the case. `outputs`, when given, receives each
+    tool's (output, finished, timed out), for judging a case that expects a race."""
     exe = shutil.which("compute-sanitizer")
     if exe is None:
         return {tool: "not available" for tool in SANITIZER_TOOLS}
     verdicts = {}
     for tool in SANITIZER_TOOLS:
         out_json = work / f"{case_dir.name}.{tool}.json"
+        out_json.unlink(missing_ok=True)
         wrapper = [exe, "--tool", tool, "--error-exitcode", "0", "--target-processes", "all"]
         rec, out, timed_out = _child(case_dir, out_json, False, timeout * 10, wrapper, stress=False)
-        n = _sanitizer_errors(out)
-        if timed_out:
-            verdicts[tool] = "timeout"
-        elif n is None or rec is None:
-            tail = out.strip().splitlines()[-1][:200] if out.strip() else "no output"
-            verdicts[tool] = f"did not finish: {tail}"
-        elif n == 0:
-            verdicts[tool] = "clean"
-        else:
-            first = next((ln for ln in out.splitlines() if "=========" in ln and "rror" in ln), "")
-            verdicts[tool] = f"{n} errors: {first.strip('= ')[:200]}"
+        verdicts[tool] = sanitizer_verdict(out, rec, timed_out)
+        if outputs is not None:
+            outputs[tool] = (out, rec is not None, timed_out)
     return verdicts
 
 
@@ -206,11 +219,24 @@ def replay(export_dir: Path, results: Path | None, sanitize: bool, timeout: floa
         rec, out, timed_out = _child(case_dir, out_json, True, timeout)
         meta = load_case(case_dir)
         if meta.get("expect") == "trap":
-            rec = judge_trap(meta, rec, out, timed_out, timeout)
-        elif rec is None:
+            return judge_trap(meta, rec, out, timed_out, timeout)
+        if rec is None:
             rec = {k: meta.get(k) for k in CASE_KEYS}
             rec.update(status="timeout" if timed_out else "error",
                        message=(f"stopped after {timeout:g} s" if timed_out else out.strip()[-1500:]))
+        if meta.get("expect") == "race":
+            if rec["status"] in ("timeout", "error", "not runnable"):
+                return rec
+            if not sanitize:
+                return judge_race(meta, rec, None, why_not="the replay ran without --sanitize")
+            outputs: dict[str, tuple[str, bool, bool]] = {}
+            verdicts = _sanitize(case_dir, work, timeout, outputs)
+            if "racecheck" not in outputs:
+                return judge_race(meta, rec, None, why_not="compute-sanitizer is not on PATH")
+            race_out, finished, race_timed_out = outputs["racecheck"]
+            res = judge_race(meta, rec, race_out, finished=finished, timed_out=race_timed_out)
+            res["sanitizer"] = verdicts
+            return res
         if sanitize and rec["status"] in ("passed", "failed as expected"):
             rec["sanitizer"] = _sanitize(case_dir, work, timeout)
         return rec
@@ -255,18 +281,109 @@ def judge_trap(meta: dict[str, Any], rec: dict[str, Any] | None, out: str, timed
         res.update(status="failed", message=f"trapped, but no output matches /{pattern}/:\n"
                    + out.strip()[-1500:])
     else:
-        shown = [ln for ln in out.splitlines() if pattern and re.search(pattern, ln)]
+        shown = distinct_reports([ln for ln in out.splitlines() if pattern and re.search(pattern, ln)])
         first_error = next((ln for ln in out.splitlines() if TRAP_ERRORS.search(ln)), "")
-        res.update(status="trapped", message="\n".join(shown[:4] + [first_error.strip()[:300]]))
+        res.update(status="trapped", message="\n".join(shown + [first_error.strip()[:300]]))
+    return res
+
+
+# A bounded wait's report: which barrier and parity (gpubook.mbarrier); other lines count whole.
+_BARRIER_REPORT = re.compile(r"barrier (\d+) at shared \S+ waiting for phase parity (\d+)")
+MAX_REPORT_LINES = 16
+
+
+def distinct_reports(lines: list[str], limit: int = MAX_REPORT_LINES) -> list[str]:
+    """One line per distinct (barrier, parity) report, in order of first appearance, each
+    followed by how many reports it stands for ("[5 reports]") when more than one; at most
+    `limit` lines, then one that counts the distinct reports left out."""
+    first: dict[Any, str] = {}
+    count: dict[Any, int] = {}
+    for ln in lines:
+        m = _BARRIER_REPORT.search(ln)
+        key = (m.group(1), m.group(2)) if m else ln.strip()
+        first.setdefault(key, ln.strip()[:300])
+        count[key] = count.get(key, 0) + 1
+    out = [first[k] + (f"  [{count[k]} reports]" if count[k] > 1 else "") for k in list(first)[:limit]]
+    if len(first) > limit:
+        rest = list(first)[limit:]
+        out.append(f"… {len(rest)} more distinct reports ({sum(count[k] for k in rest)} lines) left out")
+    return out
+
+
+# racecheck's reports: analysis mode ("Race reported between Write access at ... and Read
+# access at ... [N hazards]", the second half on the next line) and hazard mode ("Potential
+# WAR hazard detected at __shared__ 0x... in block (...)").
+_RACE_LINE = re.compile(r"Race reported between|Potential \w+ hazard detected")
+MAX_RACE_LINES = 8
+
+
+def race_reports(out: str, limit: int = MAX_RACE_LINES) -> list[str]:
+    """racecheck's hazard reports, each on one line (an analysis report's 'and ... access'
+    continuation joined on), distinct ones only, at most `limit`."""
+    lines = out.splitlines()
+    found: list[str] = []
+    for i, ln in enumerate(lines):
+        if not _RACE_LINE.search(ln):
+            continue
+        text = ln.strip("= \t")
+        nxt = lines[i + 1].strip("= \t") if i + 1 < len(lines) else ""
+        if nxt.startswith("and "):
+            text += " " + nxt
+        if text not in found:
+            found.append(text[:400])
+    return found[:limit]
+
+
+def judge_race(meta: dict[str, Any], rec: dict[str, Any], racecheck: str | None,
+               finished: bool = True, timed_out: bool = False, why_not: str = "") -> dict[str, Any]:
+    """The record of a case expected to race (expect="race"): 'race found' only when
+    compute-sanitizer's racecheck reported a hazard (one matching `expect_message`, when the
+    case has one); 'failed' when racecheck was clean; 'not judged' when racecheck did not run
+    (`racecheck` None, `why_not` says why). `rec` is the plain run's record: its comparison is
+    kept in the message, and decides nothing (a racy kernel may well compute the right values)."""
+    res = {k: meta.get(k) for k in CASE_KEYS}
+    res["expect"] = "race"
+    pattern = meta.get("expect_message")
+    compared = rec.get("status")
+    if compared == "passed" and rec.get("max_abs_error") is not None:
+        compared += f", max abs error {rec['max_abs_error']:.3g}"
+    elif compared == "failed":
+        compared += ": " + ((rec.get("message") or "").strip().splitlines() or [""])[0][:200]
+    compared = f"comparison of one launch: {compared}"
+    if racecheck is None:
+        res.update(status="not judged", message=f"expected a shared-memory race, which only "
+                   f"compute-sanitizer racecheck judges; {why_not}\n{compared}")
+        return res
+    verdict = sanitizer_verdict(racecheck, rec if finished else None, timed_out)
+    reports = race_reports(racecheck)
+    summary_line = next((ln.strip("= ") for ln in racecheck.splitlines() if "RACECHECK SUMMARY" in ln), "")
+    if verdict == "timeout":
+        res.update(status="timeout", message=f"expected a race; racecheck did not finish in time\n{compared}")
+    elif verdict.startswith("did not finish"):
+        res.update(status="error", message=f"expected a race; racecheck {verdict}\n{compared}")
+    elif verdict == "clean":
+        res.update(status="failed", message=f"expected a race; racecheck reported no hazard "
+                   f"({summary_line or verdict})\n{compared}")
+    elif not reports:
+        res.update(status="failed", message=f"expected a race; racecheck counted {verdict}, but "
+                   f"printed no race report\n{compared}")
+    elif pattern and not any(re.search(pattern, text) for text in reports + [racecheck]):
+        res.update(status="failed", message=f"racecheck reported hazards, but none matches /{pattern}/:\n"
+                   + "\n".join(reports + [summary_line, compared]))
+    else:
+        res.update(status="race found", message="\n".join(reports + [summary_line, compared]))
     return res
 
 
 def exit_code(records: list[dict[str, Any]]) -> int:
-    """1 if any case failed, hung, broke, or drew a sanitizer complaint; else 0."""
+    """1 if any case failed, hung, broke, or drew a sanitizer complaint (a case that expects
+    a race must draw racecheck's: its status says whether it did); else 0. A case 'not
+    judged' (a race case replayed without --sanitize) fails nothing and passes nothing."""
     bad = [r for r in records if r["status"] in BAD_STATUSES]
     dirty = [r for r in records
              if r.get("sanitizer") and r["status"] != "failed as expected"
-             and any(v not in ("clean", "not available") for v in r["sanitizer"].values())]
+             and any(v not in ("clean", "not available") for tool, v in r["sanitizer"].items()
+                     if not (tool == "racecheck" and r.get("expect") == "race"))]
     return 1 if bad or dirty else 0
 
 

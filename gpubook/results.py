@@ -11,7 +11,9 @@ then by file name, and a later run overrides an earlier one):
             "runs_on": [arch, ...],
             "status": "passed" | "failed" | "not runnable" | "timeout" | "error" | "measured"
                       | "failed as expected" | "passed unexpectedly" (the last two: self-tests),
-                      | "trapped" (a case marked expect="trap" ended in the expected device trap),
+                      | "trapped" (a case marked expect="trap" ended in the expected device trap)
+                      | "race found" (a case marked expect="race": racecheck reported the hazard)
+                      | "not judged" (a case marked expect="race", replayed without racecheck),
             "max_abs_error": float | null, "max_rel_error": float | null,
             "stress": {"launches": int, "failures": int, "variants": int,
                        "first_failure": str | null, "out_of_bounds": [str] (only when any)}
@@ -23,7 +25,7 @@ then by file name, and a later run overrides an earlier one):
             "percent_of_bandwidth": float | null, "percent_of_flops": float | null,
             "baseline": str | null, "baseline_ms": float | null,
             "sanitizer": {"memcheck": "clean" | "<errors>", "racecheck": ...} | null,
-            "expect": "fail" (self-test cases only),
+            "expect": "fail" (self-test cases) | "trap" | "race",
             "message": str | null}]}
 Format 1 files lack stress, samples, flush (their timings used the write flush) and dtype.
 """

@@ -1,14 +1,21 @@
-"""What every browser test of the book shares: Chromium, a checked session, the pages, themes.
+"""What every browser test of the book shares: Chromium, a checked session, the pages, themes,
+and the local servers.
 
 Every page is loaded from a local server with every request routed: a request for anything
-but 127.0.0.1 fails the test (the book must read offline).
+but 127.0.0.1 fails the test (the book must read offline). Two servers: the built book
+(``served_book`` in conftest.py) and, for the tests of single demos, ``demo_site`` (conftest.py):
+a copy of ``_static/`` with the ``demos/book-data.js`` that the build writes, which needs no book build.
 """
 
 from __future__ import annotations
 
+import functools
+import http.server
 import io
 import re
+import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urljoin, urlparse
 
@@ -23,6 +30,31 @@ LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 SKIP_DIRS = {"_static", "_sources", "_images", "_screenshots", "_notebooks", "_downloads"}
 THEMES = ("light", "dark")
 ROOT = Path(__file__).resolve().parents[1]
+
+
+# -- local servers -------------------------------------------------------------------------------
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map,
+                      ".ipynb": "application/x-ipynb+json", ".js": "text/javascript",
+                      ".woff": "font/woff", ".woff2": "font/woff2", ".svg": "image/svg+xml"}
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
+        pass
+
+
+@contextmanager
+def serve(directory: Path) -> Iterator[str]:
+    """Base URL (ending in '/') of `directory` served by http.server on 127.0.0.1."""
+    handler = functools.partial(QuietHandler, directory=str(directory))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, name=f"server-{directory.name}", daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
 
 # -- fixtures ------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
@@ -181,12 +213,71 @@ BROWSER_MARKS = [
 ]
 
 
-def open_demo(browser: object, served_book: str, name: str, theme: str = "light", width: int = 1280,
-              touch: bool = False) -> tuple["Session", object]:
-    """A demo opened on its own page (``?theme=`` picks its colours), in a fresh checked session."""
-    s = Session(browser, served_book, width=width, height=900, touch=touch)
-    page = s.open(f"_static/demos/{name}.html?theme={theme}")
+def open_demo(browser: object, base: str, name: str, theme: str | None = "light", width: int = 1280,
+              touch: bool = False, height: int = 900) -> tuple["Session", object]:
+    """A demo opened on its own page (``?theme=`` picks its colours; None leaves it to the
+    system), in a fresh checked session. `base` is ``served_book`` or ``demo_site``."""
+    s = Session(browser, base, width=width, height=height, touch=touch)
+    page = s.open(f"_static/demos/{name}.html" + (f"?theme={theme}" if theme else ""))
     return s, page
+
+
+@contextmanager
+def checked_session(browser: object, base: str, **kw: object) -> Iterator["Session"]:
+    """A Session (``Session``'s keywords) for a ``with`` block: on leaving, it is checked —
+    nothing off localhost, no failed request, no JavaScript error — and closed."""
+    s = Session(browser, base, **kw)
+    try:
+        yield s
+        s.assert_clean()
+    finally:
+        s.close()
+
+
+PHONE = {"width": 390, "height": 844, "touch": True}
+
+
+@contextmanager
+def chapter_demo(browser: object, base: str, chapter: str, demo_id: str, theme: str | None = None,
+                 **kw: object) -> Iterator[tuple[object, object]]:
+    """(page, frame): a chapter page (``chapters/<chapter>.html``, in a checked session of
+    ``Session``'s keywords, a phone's by default) and the frame of its demo ``figure#<demo_id>``,
+    which must show `theme` when one is given."""
+    with checked_session(browser, base, theme=theme, **({**PHONE, **kw})) as s:
+        page = s.open(f"chapters/{chapter}.html")
+        frame = demo_frame(page, demo_id)
+        if theme:
+            assert frame.evaluate("() => document.documentElement.dataset.theme") == theme
+        yield page, frame
+        page.close()
+
+
+def sideways_overflow(page: object) -> float:
+    """How far (CSS px) a page or frame scrolls sideways: more than 0 is a layout that does not fit."""
+    return page.evaluate("() => document.documentElement.scrollWidth - document.documentElement.clientWidth")
+
+
+def smallest_svg_text_px(frame: object, svg: str) -> float:
+    """The smallest text of the SVG `svg` (a selector) as shown: font size times the SVG's scale."""
+    return frame.evaluate(f"""() => {{
+        const c = document.querySelector({svg!r});
+        const scale = c.getBoundingClientRect().width / c.viewBox.baseVal.width;
+        return scale * Math.min(...[...c.querySelectorAll('text')].map(t => parseFloat(getComputedStyle(t).fontSize)));
+    }}""")
+
+
+@contextmanager
+def opened_demo(browser: object, base: str, name: str, **kw: object) -> Iterator[object]:
+    """``open_demo``'s page, for a ``with`` block (or a fixture that yields inside one): on
+    leaving, the page is closed and the session checked (nothing off localhost, no failed
+    request, no JavaScript error) and closed."""
+    s, page = open_demo(browser, base, name, **kw)
+    try:
+        yield page
+        page.close()
+        s.assert_clean()
+    finally:
+        s.close()
 
 
 def demo_frame(page: object, demo_id: str) -> object:
@@ -195,3 +286,14 @@ def demo_frame(page: object, demo_id: str) -> object:
     frame = handle.content_frame()
     frame.wait_for_load_state("load")
     return frame
+
+
+def serious_axe_violations(page: object) -> list[dict]:
+    """Serious and critical axe-core violations of the page: id, help and the first targets."""
+    import axe_playwright_python
+
+    src = (Path(axe_playwright_python.__file__).parent / "axe.min.js").read_text(encoding="utf-8")
+    page.evaluate(src + "\n;void 0")
+    result = page.evaluate("async () => await axe.run(document, {resultTypes: ['violations']})")
+    return [{"id": v["id"], "help": v["help"], "nodes": [n["target"] for n in v["nodes"][:5]]}
+            for v in result["violations"] if v["impact"] in ("serious", "critical")]

@@ -2,7 +2,14 @@
 
 ``built_book`` runs ``sphinx-build -W -b html`` with every chapter executed afresh
 (GPUBOOK_EXECUTION=force) into a temporary folder and returns the HTML folder.
-``served_book`` serves that folder over HTTP on 127.0.0.1 and returns the base URL.
+``served_book`` serves that folder over HTTP on 127.0.0.1 and returns the base URL
+(browser_support.py holds the server and the browser). ``demo_site`` serves a copy of
+``_static/`` (with the build's ``demos/book-data.js``) laid out as in the book: the tests of a
+single demo open it without a book build.
+
+The book build also writes every kernel it compiles to a build cache
+(``gpubook.build.kernel_cache``), which the notebooks test of the same session reads: the
+second execution of each chapter runs every cell without compiling its kernels again.
 
 Two environment variables shorten the loop while writing:
   GPUBOOK_HTML=<folder>       use an HTML build that already exists, build nothing;
@@ -11,12 +18,10 @@ Two environment variables shorten the loop while writing:
 
 from __future__ import annotations
 
-import functools
-import http.server
 import os
+import shutil
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -37,7 +42,10 @@ def built_book(tmp_path_factory: pytest.TempPathFactory) -> Path:
         else tmp_path_factory.mktemp("book")
     base.mkdir(parents=True, exist_ok=True)
     html = base / "html"
-    env = dict(os.environ, GPUBOOK_EXECUTION="force", GPUBOOK_CACHE=str(base / "cache"))
+    kernels = base / "kernels"
+    shutil.rmtree(kernels, ignore_errors=True)  # written afresh by this build, never read by it
+    env = dict(os.environ, GPUBOOK_EXECUTION="force", GPUBOOK_CACHE=str(base / "cache"),
+               GPUBOOK_KERNEL_CACHE=str(kernels), GPUBOOK_KERNEL_CACHE_MODE="write")
     cmd = [sys.executable, "-m", "sphinx", "-W", "-b", "html", "-d", str(base / "doctrees"),
            str(ROOT), str(html)]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
@@ -45,27 +53,43 @@ def built_book(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if proc.returncode != 0:
         pytest.fail(f"sphinx-build failed ({proc.returncode}); log in {base / 'build.log'}:\n"
                     + (proc.stdout + proc.stderr)[-4000:])
+    _BUILT["kernels"] = kernels
     return html
 
 
-class _QuietHandler(http.server.SimpleHTTPRequestHandler):
-    extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map,
-                      ".ipynb": "application/x-ipynb+json", ".js": "text/javascript",
-                      ".woff": "font/woff", ".woff2": "font/woff2", ".svg": "image/svg+xml"}
+# What the book build of this session compiled: gpubook.build.kernel_cache.
+_BUILT: dict[str, Path] = {}
 
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
-        pass
+
+@pytest.fixture(scope="session")
+def book_kernel_cache() -> Path | None:
+    """The build cache that this session's book build wrote (every kernel it compiled, keyed
+    by script and toolchain), or None when no book was built in this session (GPUBOOK_HTML, or
+    a run without the book tests): the notebooks test reads it instead of compiling again."""
+    found = _BUILT.get("kernels")
+    return found if found is not None and found.is_dir() else None
 
 
 @pytest.fixture(scope="session")
 def served_book(built_book: Path) -> Iterator[str]:
     """Base URL (ending in '/') of the built book served by http.server on 127.0.0.1."""
-    handler = functools.partial(_QuietHandler, directory=str(built_book))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, name="book-server", daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()
+    from browser_support import serve
+
+    with serve(built_book) as base:
+        yield base
+
+
+@pytest.fixture(scope="session")
+def demo_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A base URL that serves ``_static/`` laid out as in the built book (``open_demo(browser,
+    demo_site, name)`` opens ``_static/demos/<name>.html``), copied from the source tree with
+    the ``demos/book-data.js`` that the build writes from gpubook.hardware: what the tests of
+    a single demo need, without a book build."""
+    from browser_support import serve
+    from gpubook import sphinxext
+
+    site = tmp_path_factory.mktemp("demo-site")
+    shutil.copytree(ROOT / "_static", site / "_static")
+    sphinxext.write_demo_facts(site / "_static")
+    with serve(site) as base:
+        yield base

@@ -23,7 +23,7 @@ import pytest
 
 from browser_support import (  # noqa: F401 - fixtures are used by name
     BROWSER_MARKS, CHROMIUM, LOCAL_HOSTS, ROOT, THEMES, Session, _luminance, browser, chapters, contrast,
-    css_luminance, image_contrast, pages, session, set_theme, shots, wait_for_math,
+    css_luminance, image_contrast, opened_demo, pages, session, set_theme, shots, sideways_overflow, wait_for_math,
 )
 
 pytestmark = BROWSER_MARKS
@@ -617,16 +617,10 @@ def test_embedded_demos_follow_the_book_theme(session: Session, chapters: list[s
 
 @pytest.mark.parametrize("demo", DEMOS)
 def test_demos_fit_a_phone_screen(browser: object, served_book: str, demo: str) -> None:
-    s = Session(browser, served_book, width=360, height=740, touch=True)
-    try:
-        page = s.open(f"_static/demos/{demo}.html")
+    with opened_demo(browser, served_book, demo, theme=None, width=360, height=740, touch=True) as page:
         page.wait_for_timeout(100)
-        over = page.evaluate("() => document.documentElement.scrollWidth - document.documentElement.clientWidth")
+        over = sideways_overflow(page)
         assert over <= 0, f"{demo} scrolls sideways by {over}px on a 360px screen"
-        page.close()
-        s.assert_clean()
-    finally:
-        s.close()
 
 
 @pytest.mark.parametrize("demo", DEMOS)

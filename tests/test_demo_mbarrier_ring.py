@@ -1,32 +1,25 @@
 """The mbarrier ring demo in a real browser, against a Python model of the full/empty protocol.
 
-The demo is served from the source tree (no book build needed); every request that leaves
-127.0.0.1 fails the test.
+The demo is opened from browser_support's ``demo_site`` (no book build needed); every request
+that leaves 127.0.0.1, every failed request and every JavaScript error fails the test.
 """
 
 from __future__ import annotations
 
 import copy
-import functools
-import http.server
 import json
 import random
-import threading
 from collections.abc import Iterator
-from pathlib import Path
-from urllib.parse import urlparse
 
 import pytest
 
-CHROMIUM = Path("/usr/bin/chromium")
-DEMOS = Path(__file__).resolve().parents[1] / "_static" / "demos"
+from browser_support import BROWSER_MARKS, browser, opened_demo, serious_axe_violations, sideways_overflow  # noqa: F401
+
+DEMO = "mbarrier-ring"
 TILES, STAGE_BYTES, CHUNK, CONSUMERS = 8, 8192, 4096, 2
 ACTORS = ["producer", "tma", "c0", "c1"]
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium"),
-]
+pytestmark = BROWSER_MARKS
 
 
 # -- the protocol, modelled independently of the page ------------------------------------------------
@@ -146,56 +139,11 @@ def test_the_model_itself_delivers_every_tile_in_order() -> None:
             assert all(b.pending == b.count and b.tx == 0 for b in ring.full + ring.empty)
 
 
-# -- serving the demos and driving the page ---------------------------------------------------------
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002
-        pass
-
-
-@pytest.fixture(scope="module")
-def demo_url() -> Iterator[str]:
-    handler = functools.partial(_Quiet, directory=str(DEMOS))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/mbarrier-ring.html"
-    server.shutdown()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=str(CHROMIUM), headless=True,
-                               args=["--headless", "--no-sandbox", "--disable-gpu"])
-        yield b
-        b.close()
-
-
+# -- driving the page --------------------------------------------------------------------------------
 @pytest.fixture()
-def page(browser: object, demo_url: str) -> Iterator[object]:
-    ctx = browser.new_context(viewport={"width": 1100, "height": 900})
-    errors: list[str] = []
-    external: list[str] = []
-
-    def route(r: object) -> None:
-        host = urlparse(r.request.url).hostname
-        if host not in ("127.0.0.1", "localhost"):
-            external.append(r.request.url)
-            r.abort()
-        else:
-            r.continue_()
-
-    ctx.route("**/*", route)
-    p = ctx.new_page()
-    p.on("pageerror", lambda e: errors.append(str(e)))
-    p.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    p.goto(demo_url, wait_until="networkidle")
-    p.errors, p.demo_url = errors, demo_url
-    yield p
-    assert not errors, errors
-    assert not external, external
-    ctx.close()
+def page(browser: object, demo_site: str) -> Iterator[object]:
+    with opened_demo(browser, demo_site, DEMO, theme=None, width=1100) as p:
+        yield p
 
 
 BUTTONS = {"producer": "#act-producer", "tma": "#act-tma", "c0": "#act-c0", "c1": "#act-c1"}
@@ -284,37 +232,23 @@ def test_the_wrong_consumer_parity_reads_a_stage_before_its_data(page: object) -
     assert "stage not loaded" in page.inner_text("#actor-c0")
 
 
-def test_the_demo_fits_a_phone_and_follows_the_theme(browser: object, demo_url: str) -> None:
-    ctx = browser.new_context(viewport={"width": 390, "height": 800}, has_touch=True, is_mobile=True)
-    try:
-        p = ctx.new_page()
-        p.goto(demo_url + "?theme=dark", wait_until="networkidle")
+def test_the_demo_fits_a_phone_and_follows_the_theme(browser: object, demo_site: str) -> None:
+    with opened_demo(browser, demo_site, DEMO, theme="dark", width=390, height=800, touch=True) as p:
         assert p.evaluate("() => document.documentElement.dataset.theme") == "dark"
         bg = p.evaluate("() => getComputedStyle(document.body).backgroundColor")
         assert bg == "rgb(20, 24, 31)"
-        over = p.evaluate("() => document.documentElement.scrollWidth - document.documentElement.clientWidth")
+        over = sideways_overflow(p)
         assert over <= 0, f"the demo scrolls sideways by {over}px at 390px"
         p.tap("#act-producer")
         assert "passes" in p.inner_text("#log")
-        p.goto(demo_url + "?theme=light", wait_until="networkidle")
+    with opened_demo(browser, demo_site, DEMO, theme="light", width=390, height=800, touch=True) as p:
         assert p.evaluate("() => getComputedStyle(document.body).backgroundColor") == "rgb(255, 255, 255)"
-    finally:
-        ctx.close()
 
 
 @pytest.mark.parametrize("theme", ["light", "dark"])
-def test_no_serious_accessibility_violations(browser: object, demo_url: str, theme: str) -> None:
-    axe = pytest.importorskip("axe_playwright_python")
-    ctx = browser.new_context(viewport={"width": 1100, "height": 900})
-    try:
-        p = ctx.new_page()
-        p.goto(f"{demo_url}?theme={theme}", wait_until="networkidle")
+def test_no_serious_accessibility_violations(browser: object, demo_site: str, theme: str) -> None:
+    with opened_demo(browser, demo_site, DEMO, theme=theme, width=1100) as p:
         p.click("#act-producer")
         p.click("#act-tma")
-        p.evaluate((Path(axe.__file__).parent / "axe.min.js").read_text(encoding="utf-8") + "\n;void 0")
-        result = p.evaluate("async () => await axe.run(document, {resultTypes: ['violations']})")
-        bad = [(v["id"], v["help"], [n["target"] for n in v["nodes"][:3]])
-               for v in result["violations"] if v["impact"] in ("serious", "critical")]
+        bad = serious_axe_violations(p)
         assert not bad, bad
-    finally:
-        ctx.close()

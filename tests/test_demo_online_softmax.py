@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from browser_support import BROWSER_MARKS, THEMES, Session, browser, open_demo  # noqa: F401
+from browser_support import BROWSER_MARKS, THEMES, browser, opened_demo, sideways_overflow  # noqa: F401
 
 pytestmark = BROWSER_MARKS
 PRESETS = ("rising", "peak", "random")
@@ -42,11 +42,8 @@ def softmax_v(scores: list[float], V: list[list[float]]) -> list[float]:
 
 @pytest.fixture()
 def demo(browser: object, served_book: str):
-    s, page = open_demo(browser, served_book, "online-softmax")
-    yield page
-    page.close()
-    s.assert_clean()
-    s.close()
+    with opened_demo(browser, served_book, "online-softmax") as page:
+        yield page
 
 
 @pytest.mark.parametrize("conditional", [False, True])
@@ -103,8 +100,7 @@ def test_the_toggle_and_the_steps_change_what_is_shown(demo: object) -> None:
 
 @pytest.mark.parametrize("theme", THEMES)
 def test_works_by_touch_on_a_phone(browser: object, served_book: str, theme: str) -> None:
-    s, page = open_demo(browser, served_book, "online-softmax", theme=theme, width=390, touch=True)
-    try:
+    with opened_demo(browser, served_book, "online-softmax", theme=theme, width=390, touch=True) as page:
         assert page.evaluate("() => document.documentElement.dataset.theme") == theme
         for _ in range(3):
             page.locator("#next").tap()
@@ -113,9 +109,5 @@ def test_works_by_touch_on_a_phone(browser: object, served_book: str, theme: str
         assert box["height"] >= 36 and box["width"] >= 44
         page.locator("#conditional").tap()
         assert page.is_checked("#conditional")
-        over = page.evaluate("() => document.documentElement.scrollWidth - document.documentElement.clientWidth")
+        over = sideways_overflow(page)
         assert over <= 0, f"the demo scrolls sideways by {over} px"
-        page.close()
-        s.assert_clean()
-    finally:
-        s.close()

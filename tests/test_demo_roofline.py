@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from browser_support import BROWSER_MARKS, THEMES, Session, browser, demo_frame, open_demo, set_theme  # noqa: F401
+from browser_support import (  # noqa: F401
+    BROWSER_MARKS, THEMES, browser, opened_demo, chapter_demo, sideways_overflow,
+)
 from gpubook import hardware as hw
 from gpubook import roofline as rl
 
@@ -29,11 +31,8 @@ def shown(page: object) -> dict[str, str]:
 
 @pytest.fixture()
 def demo(browser: object, served_book: str):
-    s, page = open_demo(browser, served_book, "roofline")
-    yield page
-    page.close()
-    s.assert_clean()
-    s.close()
+    with opened_demo(browser, served_book, "roofline") as page:
+        yield page
 
 
 def test_every_number_is_the_hardware_tables(demo: object) -> None:
@@ -102,11 +101,7 @@ def test_dragging_and_the_slider_move_the_kernel(demo: object) -> None:
 
 @pytest.mark.parametrize("theme", THEMES)
 def test_works_by_touch_on_a_phone_in_chapter_2(browser: object, served_book: str, theme: str) -> None:
-    s = Session(browser, served_book, theme=theme, width=390, height=844, touch=True)
-    try:
-        page = s.open("chapters/02-roofline.html")
-        frame = demo_frame(page, "demo-roofline")
-        assert frame.evaluate("() => document.documentElement.dataset.theme") == theme
+    with chapter_demo(browser, served_book, "02-roofline", "demo-roofline", theme) as (page, frame):
         chart = frame.locator("#chart")
         chart.scroll_into_view_if_needed()
         box = chart.bounding_box()
@@ -119,9 +114,4 @@ def test_works_by_touch_on_a_phone_in_chapter_2(browser: object, served_book: st
         size = frame.evaluate("() => parseFloat(getComputedStyle(document.querySelector('#chart text')).fontSize)")
         scale = frame.evaluate("() => { const c = document.querySelector('#chart'); return c.getBoundingClientRect().width / c.viewBox.baseVal.width; }")
         assert size * scale >= 11, f"chart text of {size * scale:.1f} px on a phone"
-        over = frame.evaluate("() => document.documentElement.scrollWidth - document.documentElement.clientWidth")
-        assert over <= 0
-        page.close()
-        s.assert_clean()
-    finally:
-        s.close()
+        assert sideways_overflow(frame) <= 0

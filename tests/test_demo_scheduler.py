@@ -1,92 +1,42 @@
 """The scheduler demo (chapter 7) in a real browser: its model is gpubook.schedule's, its
 controls change what it shows, and it works at phone width, in both themes, offline.
 
-The demo is served straight from _static/ (no book build needed); the book-wide browser tests
-check its embedding in the chapter.
+The demo is opened from browser_support's ``demo_site`` (no book build needed); the book-wide
+browser tests check its embedding in the chapter.
 """
 
 from __future__ import annotations
 
-import functools
-import http.server
 import itertools
-import threading
 from collections.abc import Iterator
-from pathlib import Path
-from urllib.parse import urlparse
 
 import pytest
 
+from browser_support import BROWSER_MARKS, browser, open_demo, serious_axe_violations, sideways_overflow  # noqa: F401
 from gpubook import schedule
 
-ROOT = Path(__file__).resolve().parents[1]
-CHROMIUM = Path("/usr/bin/chromium")
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking"]
-DEMO = "demos/scheduler.html"
-
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium "
-                       "(apt-get install -y chromium)"),
-]
-
-
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
-        pass
-
-
-@pytest.fixture(scope="module")
-def static_url() -> Iterator[str]:
-    """_static/ served on 127.0.0.1."""
-    handler = functools.partial(_Quiet, directory=str(ROOT / "_static"))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=str(CHROMIUM), args=ARGS, headless=True)
-        yield b
-        b.close()
+pytestmark = BROWSER_MARKS
 
 
 @pytest.fixture()
-def open_demo(browser: object, static_url: str) -> Iterator[object]:
-    """Open the demo in a fresh context; fail on any error or any request off localhost."""
-    contexts, problems = [], []
+def open_scheduler(browser: object, demo_site: str) -> Iterator[object]:
+    """Opens the demo, each time in a fresh checked session: any JavaScript error, failed
+    request or request off localhost fails the test."""
+    sessions = []
 
-    def _open(query: str = "", **context_args: object) -> object:
-        ctx = browser.new_context(**({"viewport": {"width": 1100, "height": 900}} | context_args))
-        contexts.append(ctx)
-
-        def route(r: object) -> None:
-            if urlparse(r.request.url).hostname not in ("127.0.0.1", "localhost"):
-                problems.append(f"external request {r.request.url}")
-                r.abort()
-            else:
-                r.continue_()
-
-        ctx.route("**/*", route)
-        page = ctx.new_page()
-        page.on("pageerror", lambda e: problems.append(f"uncaught {e}"))
-        page.on("console", lambda m: problems.append(f"console {m.text}") if m.type == "error" else None)
-        page.on("response", lambda r: problems.append(f"{r.status} {r.url}") if r.status >= 400 else None)
-        page.goto(static_url + DEMO + query, wait_until="load")
+    def _open(theme: str | None = None, width: int = 1100, height: int = 900, touch: bool = False) -> object:
+        s, page = open_demo(browser, demo_site, "scheduler", theme=theme, width=width, height=height,
+                            touch=touch)
+        sessions.append(s)
         return page
 
     yield _open
-    for ctx in contexts:
-        ctx.close()
-    assert not problems, problems
+    try:
+        for s in sessions:
+            s.assert_clean()
+    finally:
+        for s in sessions:
+            s.close()
 
 
 def js_schedule(page: object, policy: str, pattern: str, ntiles: int, nsms: int, nbusy: int,
@@ -99,9 +49,9 @@ def py_slots(sc: dict, policy: str, nsms: int) -> list[tuple]:
     return sorted((s.tile, s.worker, s.start, s.end) for s in slots)
 
 
-def test_demo_model_is_the_python_model(open_demo: object) -> None:
+def test_demo_model_is_the_python_model(open_scheduler: object) -> None:
     """Every slot of every schedule the demo computes equals gpubook.schedule's, tails included."""
-    page = open_demo()
+    page = open_scheduler()
     busy = page.evaluate("() => BUSY_UNTIL")
     n_checked = 0
     for policy, pattern, ntiles, nsms, nbusy, lpt in itertools.product(
@@ -128,9 +78,9 @@ def test_demo_model_is_the_python_model(open_demo: object) -> None:
         assert all(1 <= c <= 8 for c in rnd) and rnd == page.evaluate("n => costsFor('random', n)", n)
 
 
-def test_demo_shows_the_makespan_of_the_python_model(open_demo: object) -> None:
+def test_demo_shows_the_makespan_of_the_python_model(open_scheduler: object) -> None:
     """Drive the controls; the stats the page shows match the Python model of that setting."""
-    page = open_demo()
+    page = open_scheduler()
     seen = set()
     for policy, lpt, nbusy in (("static", False, 0), ("dynamic", False, 0), ("dynamic", True, 0),
                                ("clc", False, 0), ("static", False, 2), ("dynamic", False, 2), ("clc", False, 2)):
@@ -170,8 +120,8 @@ def test_demo_shows_the_makespan_of_the_python_model(open_demo: object) -> None:
     assert spans[("static", False, 2)] > spans[("dynamic", False, 2)] >= spans[("clc", False, 2)]
 
 
-def test_demo_steps_and_plays(open_demo: object) -> None:
-    page = open_demo()
+def test_demo_steps_and_plays(open_scheduler: object) -> None:
+    page = open_scheduler()
     page.check("input[name=policy][value='dynamic']")
     stats = page.locator("#stats")
     span = float(stats.get_attribute("data-makespan"))
@@ -207,9 +157,9 @@ def test_demo_steps_and_plays(open_demo: object) -> None:
     assert page.is_disabled("#lpt")
 
 
-def test_demo_keyboard_and_touch(open_demo: object) -> None:
-    page = open_demo(has_touch=True, viewport={"width": 390, "height": 844}, is_mobile=True)
-    over = page.evaluate("() => document.documentElement.scrollWidth - document.documentElement.clientWidth")
+def test_demo_keyboard_and_touch(open_scheduler: object) -> None:
+    page = open_scheduler(width=390, height=844, touch=True)
+    over = sideways_overflow(page)
     assert over <= 0, f"scrolls sideways by {over}px at 390 px"
     before = page.get_attribute("#stats", "data-makespan")
     page.tap("input[name=policy][value='static']")
@@ -226,25 +176,20 @@ def test_demo_keyboard_and_touch(open_demo: object) -> None:
 
 
 @pytest.mark.parametrize("theme", ["light", "dark"])
-def test_demo_theme_and_accessibility(open_demo: object, theme: str) -> None:
-    import axe_playwright_python
-
-    page = open_demo(f"?theme={theme}")
+def test_demo_theme_and_accessibility(open_scheduler: object, theme: str) -> None:
+    page = open_scheduler(theme=theme)
     assert page.evaluate("() => document.documentElement.dataset.theme") == theme
     bg = page.evaluate("() => getComputedStyle(document.body).backgroundColor")
     lum = sum(int(v) for v in bg[bg.index("(") + 1 : bg.index(")")].split(",")[:3]) / 3
     assert (lum < 60) == (theme == "dark"), bg
-    axe = (Path(axe_playwright_python.__file__).parent / "axe.min.js").read_text(encoding="utf-8")
-    page.evaluate(axe + "\n;void 0")
-    result = page.evaluate("async () => await axe.run(document, {resultTypes: ['violations']})")
-    serious = [(v["id"], v["help"]) for v in result["violations"] if v["impact"] in ("serious", "critical")]
+    serious = serious_axe_violations(page)
     assert not serious, serious
 
 
 @pytest.mark.parametrize("width", [1100, 390])
-def test_demo_keeps_its_height_while_the_reader_interacts(open_demo: object, width: int) -> None:
+def test_demo_keeps_its_height_while_the_reader_interacts(open_scheduler: object, width: int) -> None:
     """The embedding frame follows the demo's height: it must not jump when settings change."""
-    page = open_demo(viewport={"width": width, "height": 900})
+    page = open_scheduler(width=width)
     height = "() => Math.ceil(document.documentElement.getBoundingClientRect().height)"
     seen = [page.evaluate(height)]
     for action in (lambda: page.fill("#nsms", "2"), lambda: page.fill("#nsms", "8"),

@@ -12,7 +12,7 @@ import random
 
 import pytest
 
-from browser_support import BROWSER_MARKS, Session, browser, demo_frame, open_demo  # noqa: F401
+from browser_support import BROWSER_MARKS, browser, opened_demo, chapter_demo, sideways_overflow  # noqa: F401
 from gpubook.layouts import bank, conflicts, swizzle
 
 pytestmark = BROWSER_MARKS
@@ -58,11 +58,8 @@ def shown(page: object) -> tuple[int, int]:
 
 @pytest.fixture()
 def demo(browser: object, served_book: str):
-    s, page = open_demo(browser, served_book, "swizzle")
-    yield page
-    page.close()
-    s.assert_clean()
-    s.close()
+    with opened_demo(browser, served_book, "swizzle") as page:
+        yield page
 
 
 def test_the_model_is_gpubook_layouts(demo: object) -> None:
@@ -137,10 +134,7 @@ def test_the_keyboard_moves_the_cursor(demo: object) -> None:
 @pytest.mark.parametrize("theme", ["light", "dark"])
 def test_cells_are_tappable_on_a_phone(browser: object, served_book: str, theme: str) -> None:
     """At 390 px, inside chapter 4, every cell is at least 24 px square and a tap moves the cursor."""
-    s = Session(browser, served_book, theme=theme, width=390, height=844, touch=True)
-    try:
-        page = s.open("chapters/04-layouts-swizzle.html")
-        frame = demo_frame(page, "demo-swizzle")
+    with chapter_demo(browser, served_book, "04-layouts-swizzle", "demo-swizzle", theme) as (page, frame):
         for pattern in ("chunk16", "word4"):
             frame.locator(f"input[name=pattern][value='{pattern}']").tap()
             sizes = frame.evaluate("() => [...document.querySelectorAll('#tile rect[data-row]')]"
@@ -152,10 +146,5 @@ def test_cells_are_tappable_on_a_phone(browser: object, served_book: str, theme:
             cell.tap()
             unit = "chunk" if pattern == "chunk16" else "element"
             assert f"row 6, {unit} 1" in frame.inner_text("#readout")
-        over = frame.evaluate("() => document.documentElement.scrollWidth - document.documentElement.clientWidth")
+        over = sideways_overflow(frame)
         assert over <= 0, f"the demo scrolls sideways by {over} px"
-        assert frame.evaluate("() => document.documentElement.dataset.theme") == theme
-        page.close()
-        s.assert_clean()
-    finally:
-        s.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from browser_support import BROWSER_MARKS, Session, browser, demo_frame, session  # noqa: F401
+from browser_support import BROWSER_MARKS, Session, browser, session, chapter_demo  # noqa: F401
 
 pytestmark = BROWSER_MARKS
 
@@ -49,10 +49,8 @@ def frame_fit(page: object) -> dict:
 
 @pytest.mark.parametrize("width", [1280, 390])
 def test_the_frame_fits_the_demo_and_keeps_its_height(browser: object, served_book: str, width: int) -> None:
-    s = Session(browser, served_book, width=width, height=900, touch=width < 600)
-    try:
-        page = s.open("chapters/01-execution-model.html")
-        frame = demo_frame(page, "demo-thread-hierarchy")
+    with chapter_demo(browser, served_book, "01-execution-model", "demo-thread-hierarchy",
+                      width=width, height=900, touch=width < 600) as (page, frame):
         page.wait_for_timeout(200)
         fit = frame_fit(page)
         assert fit["scroll"] <= fit["view"], f"the demo is clipped: content {fit['scroll']} px in a {fit['view']} px frame"
@@ -71,7 +69,3 @@ def test_the_frame_fits_the_demo_and_keeps_its_height(browser: object, served_bo
         assert heights == {fit["frame"]}, f"the frame changes height as the reader clicks: {sorted(heights)}"
         after = frame_fit(page)
         assert after["scroll"] <= after["view"]
-        page.close()
-        s.assert_clean()
-    finally:
-        s.close()

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from browser_support import BROWSER_MARKS, THEMES, Session, browser, demo_frame, open_demo  # noqa: F401
+from browser_support import (  # noqa: F401
+    BROWSER_MARKS, THEMES, browser, opened_demo, chapter_demo, sideways_overflow,
+)
 from gpubook.layouts import conflicts, swizzle
 
 pytestmark = BROWSER_MARKS
@@ -29,11 +31,8 @@ def wavefront_conflicts(chunks: list[tuple[int, int]], inner: int, mode: int) ->
 
 @pytest.fixture()
 def demo(browser: object, served_book: str):
-    s, page = open_demo(browser, served_book, "tma-box")
-    yield page
-    page.close()
-    s.assert_clean()
-    s.close()
+    with opened_demo(browser, served_book, "tma-box") as page:
+        yield page
 
 
 def configure(page: object, rows: int, inner: int, esize: int, mode: int) -> None:
@@ -117,11 +116,7 @@ def test_hover_and_keys_select_a_chunk(demo: object) -> None:
 
 @pytest.mark.parametrize("theme", THEMES)
 def test_tappable_on_a_phone_in_chapter_4(browser: object, served_book: str, theme: str) -> None:
-    s = Session(browser, served_book, theme=theme, width=390, height=844, touch=True)
-    try:
-        page = s.open("chapters/04-layouts-swizzle.html")
-        frame = demo_frame(page, "demo-tma-box")
-        assert frame.evaluate("() => document.documentElement.dataset.theme") == theme
+    with chapter_demo(browser, served_book, "04-layouts-swizzle", "demo-tma-box", theme) as (page, frame):
         sizes = frame.evaluate("() => [...document.querySelectorAll('#box button.cell')]"
                                ".map(b => { const r = b.getBoundingClientRect(); return Math.min(r.width, r.height); })")
         assert min(sizes) >= 24, f"chunks of {min(sizes)} px are too small to tap"
@@ -129,9 +124,5 @@ def test_tappable_on_a_phone_in_chapter_4(browser: object, served_book: str, the
         cell.scroll_into_view_if_needed()
         cell.tap()
         assert frame.locator("#readout").get_attribute("data-row") == "6"
-        over = frame.evaluate("() => document.documentElement.scrollWidth - document.documentElement.clientWidth")
+        over = sideways_overflow(frame)
         assert over <= 0, f"the demo scrolls sideways by {over} px"
-        page.close()
-        s.assert_clean()
-    finally:
-        s.close()

@@ -1,66 +1,27 @@
 """The tensor-memory demo (chapter 6) in a real browser: its rules match gpubook.tmem, and
 interacting changes what it shows.
 
-The demo is self-contained, so these tests need no book build: they serve a copy of
-`_static/demos/` with the `book-data.js` that the build writes from gpubook.hardware, and
-fail on any request that leaves 127.0.0.1 and on any JavaScript error.
+The demo is self-contained, so these tests need no book build: they open it from
+browser_support's ``demo_site`` (a copy of `_static/` with the `book-data.js` that the build
+writes from gpubook.hardware), and fail on any request that leaves 127.0.0.1, any failed
+request and any JavaScript error.
 """
 
 from __future__ import annotations
 
-import functools
-import http.server
-import shutil
-import threading
-from collections.abc import Iterator
-
 import pytest
 
-from demo_server import CHROMIUM, CHROMIUM_ARGS, DEMOS, DemoPage, serious_axe_violations
-from gpubook import hardware, sphinxext, tmem
+from browser_support import BROWSER_MARKS, browser, opened_demo, serious_axe_violations, sideways_overflow  # noqa: F401
+from gpubook import hardware, tmem
 
-pytestmark = [pytest.mark.browser,
-              pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium at /usr/bin/chromium")]
-DEMO = "tmem.html"
-
-
-class _Quiet(http.server.SimpleHTTPRequestHandler):
-    extensions_map = {**http.server.SimpleHTTPRequestHandler.extensions_map, ".js": "text/javascript"}
-
-    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - the base class's name
-        pass
-
-
-@pytest.fixture(scope="module")
-def base(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    static = tmp_path_factory.mktemp("static")
-    shutil.copytree(DEMOS, static / "demos")
-    sphinxext.write_demo_facts(static)
-    handler = functools.partial(_Quiet, directory=str(static / "demos"))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[object]:
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as pw:
-        b = pw.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS, headless=True)
-        yield b
-        b.close()
+pytestmark = BROWSER_MARKS
+DEMO = "tmem"
 
 
 @pytest.fixture()
-def page(browser: object, base: str) -> Iterator[object]:
-    d = DemoPage(browser, base + DEMO, width=1100)
-    yield d.page
-    d.close()
+def page(browser: object, demo_site: str):
+    with opened_demo(browser, demo_site, DEMO, theme=None, width=1100) as page:
+        yield page
 
 
 def test_geometry_comes_from_the_hardware_table(page: object) -> None:
@@ -141,25 +102,22 @@ def test_load_shape_changes_the_footprint(page: object) -> None:
     assert page.locator("#ld-rect").count() == 0
 
 
-def test_follows_the_theme_and_fits_a_phone(browser: object, base: str) -> None:
+def test_follows_the_theme_and_fits_a_phone(browser: object, demo_site: str) -> None:
     colours = {}
     for theme in ("dark", "light"):
-        d = DemoPage(browser, f"{base}{DEMO}?theme={theme}", width=1100)
-        assert d.page.evaluate("() => document.documentElement.dataset.theme") == theme
-        colours[theme] = d.page.evaluate("() => getComputedStyle(document.body).backgroundColor")
-        d.close()
+        with opened_demo(browser, demo_site, DEMO, theme=theme, width=1100) as page:
+            assert page.evaluate("() => document.documentElement.dataset.theme") == theme
+            colours[theme] = page.evaluate("() => getComputedStyle(document.body).backgroundColor")
     assert colours["dark"] != colours["light"]
-    d = DemoPage(browser, base + DEMO, width=360, touch=True)
-    over = d.page.evaluate("() => document.documentElement.scrollWidth - document.documentElement.clientWidth")
-    assert over <= 0, f"the demo scrolls sideways by {over}px on a 360px screen"
-    d.page.locator("#warp").tap()
-    d.page.select_option("#warp", "9")
-    assert int(d.page.get_attribute("#quarter", "data-first")) == tmem.lane_quarter(9)[0]
-    d.close()
+    with opened_demo(browser, demo_site, DEMO, theme=None, width=360, touch=True) as page:
+        over = sideways_overflow(page)
+        assert over <= 0, f"the demo scrolls sideways by {over}px on a 360px screen"
+        page.locator("#warp").tap()
+        page.select_option("#warp", "9")
+        assert int(page.get_attribute("#quarter", "data-first")) == tmem.lane_quarter(9)[0]
 
 
 @pytest.mark.parametrize("theme", ["light", "dark"])
-def test_no_serious_accessibility_violations(browser: object, base: str, theme: str) -> None:
-    d = DemoPage(browser, f"{base}{DEMO}?theme={theme}", width=1100)
-    assert serious_axe_violations(d.page) == []
-    d.close()
+def test_no_serious_accessibility_violations(browser: object, demo_site: str, theme: str) -> None:
+    with opened_demo(browser, demo_site, DEMO, theme=theme, width=1100) as page:
+        assert serious_axe_violations(page) == []

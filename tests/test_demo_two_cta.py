@@ -5,18 +5,17 @@ from __future__ import annotations
 
 import pytest
 
-from browser_support import BROWSER_MARKS, THEMES, Session, browser, demo_frame, open_demo  # noqa: F401
+from browser_support import (  # noqa: F401
+    BROWSER_MARKS, THEMES, browser, opened_demo, chapter_demo, sideways_overflow, smallest_svg_text_px,
+)
 
 pytestmark = BROWSER_MARKS
 
 
 @pytest.fixture()
 def demo(browser: object, served_book: str):
-    s, page = open_demo(browser, served_book, "two-cta")
-    yield page
-    page.close()
-    s.assert_clean()
-    s.close()
+    with opened_demo(browser, served_book, "two-cta") as page:
+        yield page
 
 
 def lit(page: object) -> set[tuple[str, str]]:
@@ -69,24 +68,12 @@ def test_each_phase_draws_its_arrows(demo: object) -> None:
 
 @pytest.mark.parametrize("theme", THEMES)
 def test_works_by_touch_on_a_phone_in_appendix_c(browser: object, served_book: str, theme: str) -> None:
-    s = Session(browser, served_book, theme=theme, width=390, height=844, touch=True)
-    try:
-        page = s.open("chapters/C-tirx-reference.html")
-        frame = demo_frame(page, "demo-two-cta")
-        assert frame.evaluate("() => document.documentElement.dataset.theme") == theme
+    with chapter_demo(browser, served_book, "C-tirx-reference", "demo-two-cta", theme) as (page, frame):
         frame.locator("button[data-pick='cta0']").scroll_into_view_if_needed()
         frame.locator("button[data-pick='cta0']").tap()
         assert frame.get_attribute("button[data-pick='cta0']", "aria-pressed") == "true"
         frame.locator("#next").tap()
         assert "TMA" in frame.inner_text("#step-name")
-        size = frame.evaluate("() => Math.min(...[...document.querySelectorAll('#pair text')]"
-                              ".map(t => parseFloat(getComputedStyle(t).fontSize)))")
-        scale = frame.evaluate("() => { const c = document.querySelector('#pair'); "
-                               "return c.getBoundingClientRect().width / c.viewBox.baseVal.width; }")
-        assert size * scale >= 9, f"picture text of {size * scale:.1f} px on a phone"
-        over = frame.evaluate("() => document.documentElement.scrollWidth - document.documentElement.clientWidth")
-        assert over <= 0
-        page.close()
-        s.assert_clean()
-    finally:
-        s.close()
+        size = smallest_svg_text_px(frame, "#pair")
+        assert size >= 9, f"picture text of {size:.1f} px on a phone"
+        assert sideways_overflow(frame) <= 0

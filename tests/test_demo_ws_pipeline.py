@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from browser_support import BROWSER_MARKS, THEMES, Session, browser, demo_frame, open_demo  # noqa: F401
+from browser_support import (  # noqa: F401
+    BROWSER_MARKS, THEMES, browser, opened_demo, chapter_demo, sideways_overflow, smallest_svg_text_px,
+)
 
 pytestmark = BROWSER_MARKS
 BASE = dict(stages=4, ktiles=6, load=1.0, epi=0, accs=2, tiles=3)
@@ -13,11 +15,8 @@ BASE = dict(stages=4, ktiles=6, load=1.0, epi=0, accs=2, tiles=3)
 
 @pytest.fixture()
 def demo(browser: object, served_book: str):
-    s, page = open_demo(browser, served_book, "ws-pipeline")
-    yield page
-    page.close()
-    s.assert_clean()
-    s.close()
+    with opened_demo(browser, served_book, "ws-pipeline") as page:
+        yield page
 
 
 def _set(page: object, slider: str, value: float) -> None:
@@ -62,24 +61,12 @@ def test_double_buffered_accumulators_overlap_the_epilogue(demo: object) -> None
 
 @pytest.mark.parametrize("theme", THEMES)
 def test_works_by_touch_on_a_phone_in_appendix_d(browser: object, served_book: str, theme: str) -> None:
-    s = Session(browser, served_book, theme=theme, width=390, height=844, touch=True)
-    try:
-        page = s.open("chapters/D-debugging-async.html")
-        frame = demo_frame(page, "demo-ws-pipeline")
-        assert frame.evaluate("() => document.documentElement.dataset.theme") == theme
+    with chapter_demo(browser, served_book, "D-debugging-async", "demo-ws-pipeline", theme) as (page, frame):
         frame.locator("#timeline").scroll_into_view_if_needed()
         before = frame.inner_text("#total")
         frame.locator("input[name=acc][value='2']").tap()
         frame.eval_on_selector("#stages", "e => { e.value = 3; e.dispatchEvent(new Event('input')); }")
         assert frame.inner_text("#total") != before
-        size = frame.evaluate("() => Math.min(...[...document.querySelectorAll('#timeline text')]"
-                              ".map(t => parseFloat(getComputedStyle(t).fontSize)))")
-        scale = frame.evaluate("() => { const c = document.querySelector('#timeline'); "
-                               "return c.getBoundingClientRect().width / c.viewBox.baseVal.width; }")
-        assert size * scale >= 9, f"timeline text of {size * scale:.1f} px on a phone"
-        over = frame.evaluate("() => document.documentElement.scrollWidth - document.documentElement.clientWidth")
-        assert over <= 0
-        page.close()
-        s.assert_clean()
-    finally:
-        s.close()
+        size = smallest_svg_text_px(frame, "#timeline")
+        assert size >= 9, f"timeline text of {size:.1f} px on a phone"
+        assert sideways_overflow(frame) <= 0

@@ -13,25 +13,9 @@ import gpubook as gb
 from gpubook import export, guard, replay, runtime
 
 import kernels
+from gpu_stubs import fake_gpu, no_gpu  # noqa: F401 - fixtures
 
 NT = kernels.NT
-
-
-@pytest.fixture(autouse=True)
-def no_gpu(monkeypatch):
-    monkeypatch.setattr(runtime, "local_arch", lambda: None)
-    monkeypatch.delenv("GPUBOOK_STRICT", raising=False)
-    monkeypatch.delenv("GPUBOOK_EXPORT_DIR", raising=False)
-
-
-def fake_gpu(monkeypatch, body):
-    monkeypatch.setattr(runtime, "local_arch", lambda: "sm_90a")
-    monkeypatch.setattr(runtime, "local_gpu_name", lambda: "NVIDIA H200")
-    monkeypatch.setattr(runtime, "DEVICE", "cpu")
-    monkeypatch.setattr(runtime, "synchronize", lambda: None)
-    monkeypatch.setattr(gb.Kernel, "export", lambda self, arch, path=None: "unused.so")
-    monkeypatch.setattr(runtime, "load",
-                        lambda so, name, params, arch: runtime.Launcher(body, name, params, arch))
 
 
 def beyond(t: torch.Tensor, extra: int) -> torch.Tensor:

@@ -13,6 +13,7 @@ from gpubook import runtime, toolchain
 from gpubook.signature import KernelCallError, Param, validate
 
 import kernels
+from gpu_stubs import fake_gpu, no_gpu, vadd  # noqa: F401 - fixtures
 
 
 @pytest.fixture(params=["nvcc", "nvrtc"])
@@ -23,19 +24,6 @@ def compiler(request, monkeypatch):
     toolchain.compiler.cache_clear()
     yield request.param
     toolchain.compiler.cache_clear()
-
-
-@pytest.fixture(scope="module")
-def vadd():
-    return gb.build(kernels.vadd, name="vadd")
-
-
-@pytest.fixture(autouse=True)
-def no_gpu(monkeypatch):
-    """Pretend, on any machine, that no GPU is present unless a test says otherwise."""
-    monkeypatch.setattr(runtime, "local_arch", lambda: None)
-    monkeypatch.delenv("GPUBOOK_STRICT", raising=False)
-    monkeypatch.delenv("GPUBOOK_EXPORT_DIR", raising=False)
 
 
 def test_compile_report_of_a_portable_kernel(compiler):
@@ -151,21 +139,8 @@ def test_tolerances_by_dtype():
     assert gb.tolerance("float32", atol=1e-3) == (1.3e-6, 1e-3)
 
 
-class FakeGPU:
-    """Runs a Python function in place of the kernel, on CPU tensors, through check's GPU path."""
-
-    def __init__(self, monkeypatch, body):
-        monkeypatch.setattr(runtime, "local_arch", lambda: "sm_90a")
-        monkeypatch.setattr(runtime, "local_gpu_name", lambda: "NVIDIA H200")
-        monkeypatch.setattr(runtime, "DEVICE", "cpu")
-        monkeypatch.setattr(runtime, "synchronize", lambda: None)
-        monkeypatch.setattr(gb.Kernel, "export", lambda self, arch, path=None: "unused.so")
-        monkeypatch.setattr(runtime, "load",
-                            lambda so, name, params, arch: runtime.Launcher(body, name, params, arch))
-
-
 def test_check_passes_a_correct_kernel(vadd, monkeypatch):
-    FakeGPU(monkeypatch, lambda x, y, out: out.copy_(x + y))
+    fake_gpu(monkeypatch, lambda x, y, out: out.copy_(x + y))
     res = gb.check(vadd, args_for_vadd(), ref=lambda x, y, out: x + y)
     assert res.passed and repr(res).startswith("PASS vadd on NVIDIA H200 (sm_90a)")
     assert res.max_abs_error == 0.0
@@ -176,13 +151,13 @@ def test_check_fails_a_wrong_kernel(vadd, monkeypatch):
         out.copy_(x + y)
         out[-1] = 0.0
 
-    FakeGPU(monkeypatch, off_by_one_tail)
+    fake_gpu(monkeypatch, off_by_one_tail)
     with pytest.raises(gb.CheckError, match=r"(?s)1 of 4096 elements differ.*\(4095,\): got 0"):
         gb.check(vadd, args_for_vadd(), ref=lambda x, y, out: x + y)
 
 
 def test_check_fails_a_kernel_that_writes_nothing(vadd, monkeypatch):
-    FakeGPU(monkeypatch, lambda x, y, out: None)  # the poisoned output stays NaN
+    fake_gpu(monkeypatch, lambda x, y, out: None)  # the poisoned output stays NaN
     with pytest.raises(gb.CheckError, match="4096 of 4096 elements differ"):
         gb.check(vadd, args_for_vadd(), ref=lambda x, y, out: x + y)
 
@@ -356,7 +331,7 @@ def test_a_blackwell_only_kernel_says_why_it_has_no_sm_90a_build():
 
 def test_a_hopper_only_kernel_is_checked_on_an_sm_90a_gpu(monkeypatch):
     hk = gb.build(kernels.wgmma_fence, name="wgmma_fence", archs=(gb.HOPPER,))
-    FakeGPU(monkeypatch, lambda out: out.copy_(torch.arange(128, dtype=torch.int32)))
+    fake_gpu(monkeypatch, lambda out: out.copy_(torch.arange(128, dtype=torch.int32)))
     res = gb.check(hk, [torch.empty(128, dtype=torch.int32)], ref=lambda out: torch.arange(128, dtype=torch.int32))
     assert res.passed and res.arch == "sm_90a"
     monkeypatch.setattr(runtime, "local_arch", lambda: "sm_100a")

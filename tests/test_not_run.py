@@ -10,21 +10,16 @@ import torch
 import gpubook as gb
 from gpubook import export, results, runtime
 
+import gpu_stubs
 import kernels
+from gpu_stubs import vadd  # noqa: F401 - fixtures
 
 N = kernels.N
 
 
-@pytest.fixture(scope="module")
-def vadd():
-    return gb.build(kernels.vadd, name="vadd")
-
-
 @pytest.fixture(autouse=True)
 def no_gpu(monkeypatch):
-    monkeypatch.setattr(runtime, "local_arch", lambda: None)
-    monkeypatch.delenv("GPUBOOK_STRICT", raising=False)
-    monkeypatch.delenv("GPUBOOK_EXPORT_DIR", raising=False)
+    gpu_stubs.pretend_no_gpu(monkeypatch)
     export.set_chapter("99-test")
     yield
     export.set_chapter("unknown")

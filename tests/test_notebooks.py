@@ -92,12 +92,22 @@ def test_requirements_install_jupyter_and_everything_the_notebooks_import():
 
 @pytest.mark.book
 @pytest.mark.parametrize("notebook", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_every_notebook_runs_from_its_folder(notebook, monkeypatch):
-    """Execute a notebook top to bottom in notebooks/ with the python3 kernel; any error fails."""
+def test_every_notebook_runs_from_its_folder(notebook, monkeypatch, book_kernel_cache):
+    """Execute a notebook top to bottom in notebooks/ with the python3 kernel; any error fails.
+
+    Every cell runs. When the book was built earlier in this session, its kernels come from
+    that build's cache (the same TIRx script, compiled by the same toolchain) instead of
+    being compiled a second time.
+    """
     import nbformat
     from nbclient import NotebookClient
 
     monkeypatch.delenv("GPUBOOK_STRICT", raising=False)  # without a GPU, NOT RUN is the honest answer
+    monkeypatch.delenv("GPUBOOK_KERNEL_CACHE", raising=False)
+    monkeypatch.delenv("GPUBOOK_KERNEL_CACHE_MODE", raising=False)
+    if book_kernel_cache is not None:
+        monkeypatch.setenv("GPUBOOK_KERNEL_CACHE", str(book_kernel_cache))
+        monkeypatch.setenv("GPUBOOK_KERNEL_CACHE_MODE", "read")
     nb = nbformat.read(notebook, as_version=4)
     client = NotebookClient(nb, timeout=600, kernel_name="python3",
                             resources={"metadata": {"path": str(notebook.parent)}})

@@ -14,31 +14,9 @@ from gpubook.check import STRESS_VARIANTS, make_variants
 from gpubook.signature import KernelCallError
 
 import kernels
+from gpu_stubs import fake_gpu, no_gpu, vadd  # noqa: F401 - fixtures
 
 N = kernels.N
-
-
-@pytest.fixture(scope="module")
-def vadd():
-    return gb.build(kernels.vadd, name="vadd")
-
-
-@pytest.fixture(autouse=True)
-def no_gpu(monkeypatch):
-    monkeypatch.setattr(runtime, "local_arch", lambda: None)
-    monkeypatch.delenv("GPUBOOK_STRICT", raising=False)
-    monkeypatch.delenv("GPUBOOK_EXPORT_DIR", raising=False)
-
-
-def fake_gpu(monkeypatch, body):
-    """Launches run `body` on CPU tensors through the real check and replay paths."""
-    monkeypatch.setattr(runtime, "local_arch", lambda: "sm_90a")
-    monkeypatch.setattr(runtime, "local_gpu_name", lambda: "NVIDIA H200")
-    monkeypatch.setattr(runtime, "DEVICE", "cpu")
-    monkeypatch.setattr(runtime, "synchronize", lambda: None)
-    monkeypatch.setattr(gb.Kernel, "export", lambda self, arch, path=None: "unused.so")
-    monkeypatch.setattr(runtime, "load",
-                        lambda so, name, params, arch: runtime.Launcher(body, name, params, arch))
 
 
 def vadd_args():
