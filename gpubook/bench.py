@@ -20,17 +20,50 @@ BASELINES: dict[str, Callable[..., Any]] = {
     "matmul_nt": lambda a, b, d: __import__("torch").matmul(a, b.t(), out=d),
     "sdpa": lambda q, k, v, o: _sdpa(q, k, v, o, causal=False),
     "sdpa_causal": lambda q, k, v, o: _sdpa(q, k, v, o, causal=True),
+    # The same with one backend forced: FlashAttention-2 ("flash") or cuDNN's fused kernel.
+    "sdpa_flash": lambda q, k, v, o: _sdpa(q, k, v, o, causal=False, backend="FLASH_ATTENTION"),
+    "sdpa_flash_causal": lambda q, k, v, o: _sdpa(q, k, v, o, causal=True, backend="FLASH_ATTENTION"),
+    "sdpa_cudnn": lambda q, k, v, o: _sdpa(q, k, v, o, causal=False, backend="CUDNN_ATTENTION"),
+    "sdpa_cudnn_causal": lambda q, k, v, o: _sdpa(q, k, v, o, causal=True, backend="CUDNN_ATTENTION"),
 }
 
 
-def _sdpa(q: Any, k: Any, v: Any, o: Any, causal: bool) -> Any:
-    """PyTorch's scaled_dot_product_attention on (B, H, S, d) tensors, its default backend;
-    K and V may have fewer heads (grouped-query attention). Returns a new tensor and leaves `o`
-    alone: copying into it would add a pass over O to the baseline's time."""
+def _sdpa(q: Any, k: Any, v: Any, o: Any, causal: bool, backend: str | None = None) -> Any:
+    """PyTorch's scaled_dot_product_attention on (B, H, S, d) tensors: its default backend, or
+    the one `backend` names (an `SDPBackend` member, the only one allowed: a backend that cannot
+    take the inputs raises instead of falling back). K and V may have fewer heads (grouped-query
+    attention). Returns a new tensor and leaves `o` alone: copying into it would add a pass over
+    O to the baseline's time."""
     import torch.nn.functional as F
 
-    return F.scaled_dot_product_attention(q, k, v, is_causal=causal,
-                                          enable_gqa=q.shape[1] != k.shape[1])
+    gqa = q.shape[1] != k.shape[1]
+    if backend is None:
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    with sdpa_kernel(getattr(SDPBackend, backend)):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
+
+def _recorded_baselines(rec: dict[str, Any]) -> dict[str, float]:
+    """A record's baselines by name: its 'baselines' map, or (files written before several
+    baselines were timed per case) its one 'baseline' and 'baseline_ms'."""
+    if rec.get("baselines"):
+        return dict(rec["baselines"])
+    if rec.get("baseline") and rec.get("baseline_ms"):
+        return {rec["baseline"]: rec["baseline_ms"]}
+    return {}
+
+
+def baseline_names(baseline: str | Sequence[str] | None) -> list[str]:
+    """The baselines a bench names (one name or several), each checked against BASELINES."""
+    names = [] if baseline is None else [baseline] if isinstance(baseline, str) else list(baseline)
+    for b in names:
+        if b not in BASELINES:
+            raise ValueError(f"unknown baseline {b!r}; known: {', '.join(BASELINES)}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"baselines named twice: {names}")
+    return names
+
 
 FLUSHES = ("read", "write", "none")
 # The flush buffer: at least twice the largest L2 of the table, so that reading it evicts
@@ -55,6 +88,10 @@ class Timing:
     flush: str = "read"  # how L2 was flushed before each repeat
     samples: list[float] = field(default_factory=list)  # every repeat's time, ms
     baseline_samples: list[float] = field(default_factory=list)
+    # Every baseline timed in the same run, by name: median ms and every repeat. The first
+    # one is also `baseline_ms` / `baseline_samples`.
+    baselines: dict[str, float] = field(default_factory=dict)
+    baselines_samples: dict[str, list[float]] = field(default_factory=dict)
 
     @staticmethod
     def from_record(rec: dict[str, Any]) -> "Timing":
@@ -64,7 +101,15 @@ class Timing:
                       baseline_ms=rec.get("baseline_ms"), dtype=rec.get("dtype"),
                       flush=rec.get("flush") or "write",  # results before the read flush
                       samples=list(rec.get("samples") or []),
-                      baseline_samples=list(rec.get("baseline_samples") or []))
+                      baseline_samples=list(rec.get("baseline_samples") or []),
+                      baselines=_recorded_baselines(rec),
+                      baselines_samples={k: list(v) for k, v in
+                                         (rec.get("baselines_samples") or {}).items()})
+
+    def speedup(self, baseline: str | None = None) -> float | None:
+        """How many times faster than a baseline (the first one by default) the kernel ran."""
+        ms = self.baseline_ms if baseline is None else self.baselines.get(baseline)
+        return ms / self.ms if ms and self.ms else None
 
     def best(self) -> "Timing | None":
         """This measurement if made here, else the recorded one from the verification matrix."""
@@ -130,7 +175,10 @@ class Timing:
         pct = self.percent_of_peak()
         if pct is not None:
             parts.append(f"{pct:.0f}% of {self.peak_label()} peak")
-        if self.baseline_ms:
+        if len(self.baselines) > 1:
+            parts.append("PyTorch " + ", ".join(f"{b} {ms * 1e3:.1f} µs"
+                                                for b, ms in self.baselines.items()))
+        elif self.baseline_ms:
             parts.append(f"PyTorch {self.baseline_ms * 1e3:.1f} µs")
         return " · ".join(parts)
 
@@ -214,26 +262,31 @@ def flop_dtype(params: Sequence[Any]) -> str | None:
 
 
 def bench(kernel: Any, bytes: float | None = None, flops: float | None = None,
-          baseline: str | None = None, name: str | None = None, dtype: str | None = None,
-          flush: str = "read", warmup: int = 10, repeat: int = 50) -> Timing:
+          baseline: str | Sequence[str] | None = None, name: str | None = None,
+          dtype: str | None = None, flush: str = "read", warmup: int = 10,
+          repeat: int = 50) -> Timing:
     """Time a kernel on random inputs of its own shapes; report bandwidth or FLOP rate vs peak.
 
-    `dtype` names what `flops` are counted in (bf16/fp16 and fp8: tensor-core peaks; fp32:
-    the FP32 pipes); by default the kernel's narrowest floating-point parameter. `flush` is
-    'read' (default), 'write' or 'none' (see `flusher`).
+    `baseline` names one PyTorch baseline or several (a tuple): each is timed in the same run
+    as the kernel (`Timing.baselines`); the first is `Timing.baseline_ms`. `dtype` names what
+    `flops` are counted in (bf16/fp16 and fp8: tensor-core peaks; fp32: the FP32 pipes); by
+    default the kernel's narrowest floating-point parameter. `flush` is 'read' (default),
+    'write' or 'none' (see `flusher`).
     """
     name = name or kernel.name
-    if baseline is not None and baseline not in BASELINES:
-        raise ValueError(f"unknown baseline {baseline!r}; known: {', '.join(BASELINES)}")
+    names = baseline_names(baseline)
+    baseline = names[0] if len(names) == 1 else tuple(names) if names else None
     if flush not in FLUSHES:
         raise ValueError(f"flush must be one of {', '.join(FLUSHES)}, not {flush!r}")
     if flops and dtype is None:
         dtype = flop_dtype(kernel.params)
     if dtype is not None:
         peak_kind(dtype)  # an unknown dtype fails here, not after the run
-    export.record_perf(kernel, name, {"bytes": bytes, "flops": flops, "baseline": baseline,
-                                      "dtype": dtype, "flush": flush, "warmup": warmup,
-                                      "repeat": repeat})
+    meta = {"bytes": bytes, "flops": flops, "baseline": names[0] if names else None,
+            "dtype": dtype, "flush": flush, "warmup": warmup, "repeat": repeat}
+    if len(names) > 1:
+        meta["baselines"] = names
+    export.record_perf(kernel, name, meta)
     why = runtime.why_not_here(kernel.runs_on)
     if why is not None:
         from .results import latest
@@ -248,15 +301,18 @@ def bench(kernel: Any, bytes: float | None = None, flops: float | None = None,
 
 
 def measure(launcher: Any, name: str, bytes: float | None = None, flops: float | None = None,
-            baseline: str | None = None, dtype: str | None = None, flush: str = "read",
-            warmup: int = 10, repeat: int = 50) -> Timing:
-    """Time a loaded kernel (and its PyTorch baseline) on random inputs: the one timing path
-    of notebooks and replays."""
+            baseline: str | Sequence[str] | None = None, dtype: str | None = None,
+            flush: str = "read", warmup: int = 10, repeat: int = 50) -> Timing:
+    """Time a loaded kernel (and its PyTorch baselines, one after the other) on random inputs:
+    the one timing path of notebooks and replays."""
+    names = baseline_names(baseline)
     args = random_args(launcher.params, device=runtime.DEVICE)
     samples = time_samples(lambda: launcher(*args), warmup, repeat, flush)
-    base = (time_samples(lambda: BASELINES[baseline](*args), warmup, repeat, flush)
-            if baseline else [])
+    base = {b: time_samples(lambda b=b: BASELINES[b](*args), warmup, repeat, flush) for b in names}
+    first = base[names[0]] if names else []
     return Timing(name, "measured", gpu=runtime.local_gpu_name(), ms=statistics.median(samples),
                   bytes=bytes, flops=flops,
-                  baseline_ms=statistics.median(base) if base else None, dtype=dtype,
-                  flush=flush, samples=samples, baseline_samples=base)
+                  baseline_ms=statistics.median(first) if first else None, dtype=dtype,
+                  flush=flush, samples=samples, baseline_samples=first,
+                  baselines={b: statistics.median(v) for b, v in base.items()},
+                  baselines_samples=base)

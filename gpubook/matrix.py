@@ -161,11 +161,24 @@ def _verified(row: dict[str, Any]) -> str:
     return " · ".join(parts)
 
 
+def speedups(perf: dict[str, Any] | None) -> dict[str, float]:
+    """How many times faster than each PyTorch baseline timed in the same run the kernel was
+    (baseline time / kernel time), by baseline name; a record of one baseline gives one."""
+    if not perf or perf.get("status") != "measured" or not perf.get("ms"):
+        return {}
+    base = perf.get("baselines") or (
+        {perf["baseline"]: perf["baseline_ms"]} if perf.get("baseline") and perf.get("baseline_ms") else {})
+    return {b: ms / perf["ms"] for b, ms in base.items() if ms}
+
+
 def _speed(perf: dict[str, Any] | None) -> str:
     t, pct = _time(perf)
     if t == "not measured":
         return t
-    return f"{t}, {pct} of peak" if pct != "—" else t
+    out = f"{t}, {pct} of peak" if pct != "—" else t
+    if perf.get("baselines"):  # several baselines timed alongside: each one's ratio
+        out += " · " + ", ".join(f"{r:.2f}× `{b}`" for b, r in speedups(perf).items())
+    return out
 
 
 CHAPTERS_DIR = Path(__file__).resolve().parent.parent / "chapters"

@@ -95,7 +95,7 @@ def run_case(case_dir: Path, timing: bool = True, stress: bool = True) -> dict[s
         rec.update(status="skipped", message="timing disabled")
         return rec
     t = measure(launcher, meta["name"], bytes=meta.get("bytes"), flops=meta.get("flops"),
-                baseline=meta.get("baseline"), dtype=meta.get("dtype"),
+                baseline=meta.get("baselines") or meta.get("baseline"), dtype=meta.get("dtype"),
                 flush=meta.get("flush", "read"), warmup=meta.get("warmup", 10),
                 repeat=meta.get("repeat", 50))
     gpu_for(t.gpu)  # fails loudly for a GPU the hardware table does not know
@@ -103,6 +103,8 @@ def run_case(case_dir: Path, timing: bool = True, stress: bool = True) -> dict[s
                flop_rate=t.flop_rate, percent_of_peak=t.percent_of_peak(),
                percent_of_bandwidth=t.percent_of_bandwidth(), percent_of_flops=t.percent_of_flops(),
                samples=t.samples, baseline_samples=t.baseline_samples)
+    if meta.get("baselines"):
+        rec.update(baselines=t.baselines, baselines_samples=t.baselines_samples)
     return rec
 
 

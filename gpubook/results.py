@@ -24,6 +24,9 @@ then by file name, and a later run overrides an earlier one):
             "bandwidth": float | null, "flop_rate": float | null, "percent_of_peak": float | null,
             "percent_of_bandwidth": float | null, "percent_of_flops": float | null,
             "baseline": str | null, "baseline_ms": float | null,
+            "baselines": {name: ms}, "baselines_samples": {name: [ms, ...]} (only for a bench
+                      of several baselines, all timed in the same run; the first is also
+                      "baseline"/"baseline_ms"/"baseline_samples"),
             "sanitizer": {"memcheck": "clean" | "<errors>", "racecheck": ...} | null,
             "expect": "fail" (self-test cases) | "trap" | "race",
             "message": str | null}]}

@@ -38,3 +38,18 @@ def test_sdpa_causal_differs_from_full():
     causal = BASELINES["sdpa_causal"](q, k, v, torch.empty_like(q))
     assert not torch.allclose(full, causal)
     torch.testing.assert_close(full[:, :, -1], causal[:, :, -1])   # the last query sees every key
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_the_flash_backend_baseline_matches_attention(causal):
+    g = torch.Generator().manual_seed(5)
+    q, k, v = (torch.randn(1, 4, 33, 16, generator=g) for _ in range(3))
+    out = BASELINES["sdpa_flash_causal" if causal else "sdpa_flash"](q, k, v, torch.empty_like(q))
+    torch.testing.assert_close(out.double(), _naive(q, k, v, causal), rtol=1e-5, atol=1e-5)
+
+
+def test_a_forced_backend_that_cannot_run_raises_instead_of_falling_back():
+    q = torch.randn(1, 2, 9, 16)     # cuDNN attention has no CPU kernel
+    for name in ("sdpa_cudnn", "sdpa_cudnn_causal"):
+        with pytest.raises(RuntimeError, match="No viable backend"):
+            BASELINES[name](q, q, q, torch.empty_like(q))

@@ -65,3 +65,17 @@ def test_chapter_tables_have_four_columns_and_link_existing_chapters(tmp_path):
     line = next(ln for ln in table_lines if "`tma_copy`" in ln)
     assert "**passed on sm_90** · H200, 2026-12-01 · max error 0 · memcheck and racecheck clean" in line
     assert "250.0 µs (4.00 TB/s), 83% of peak" in line and "10 launches over 2 input variants: 0 failures" in line
+
+
+def test_a_bench_of_several_baselines_shows_each_ratio(tmp_path):
+    several = dict(perf("attn", chapter="11-x"), baseline="sdpa_flash", baseline_ms=0.5,
+                   baselines={"sdpa_flash": 0.5, "sdpa": 0.125})
+    one = dict(perf("copy", chapter="11-x"), baseline="copy", baseline_ms=0.5)
+    rows = rows_of(tmp_path, [check("attn", chapter="11-x"), several, check("copy", chapter="11-x"), one])
+    assert matrix.speedups(rows["attn"]["perf"]) == {"sdpa_flash": 2.0, "sdpa": 0.5}
+    assert matrix.speedups(rows["copy"]["perf"]) == {"copy": 2.0}      # files of one baseline
+    text = matrix.chapter_tables(list(rows.values()))
+    line = next(ln for ln in text.splitlines() if "`attn`" in ln)
+    assert "83% of peak · 2.00× `sdpa_flash`, 0.50× `sdpa`" in line
+    line = next(ln for ln in text.splitlines() if "`copy`" in ln)
+    assert "×" not in line

@@ -252,6 +252,48 @@ def test_replay_times_a_perf_case_with_its_flush_and_keeps_every_sample(exported
     assert replay.run_case(d)["flush"] == "none" and seen[-1] == "none"
 
 
+def test_a_perf_case_of_several_baselines_times_each_and_reads_back(exported, monkeypatch):
+    import sys
+
+    bench = sys.modules["gpubook.bench"]
+    out, vadd = exported
+    d = case(out, "vadd", "perf")
+    meta = json.loads((d / "case.json").read_text())
+    meta["baselines"] = ["add", "add_again"]
+    (d / "case.json").write_text(json.dumps(meta))
+    fake_gpu(monkeypatch, lambda x, y, o: o.copy_(x + y))
+    monkeypatch.setitem(bench.BASELINES, "add_again", bench.BASELINES["add"])
+    times = iter([[0.002] * 3, [0.004] * 3, [0.001] * 3])
+    monkeypatch.setattr(bench, "time_samples", lambda fn, *a, **k: (fn(), next(times))[1])
+    rec = replay.run_case(d)
+    assert rec["ms"] == 0.002 and rec["baseline"] == "add" and rec["baseline_ms"] == 0.004
+    assert rec["baselines"] == {"add": 0.004, "add_again": 0.001}
+    assert rec["baselines_samples"]["add_again"] == [0.001] * 3
+    t = gb.Timing.from_record(dict(rec, run={"gpu": "NVIDIA H200", "date": "2026-12-01"}))
+    assert t.speedup() == 2.0 and t.speedup("add_again") == 0.5
+    assert "add 4.0 µs, add_again 1.0 µs" in repr(t)
+    old = gb.Timing.from_record({"name": "k", "ms": 1.0, "baseline": "copy", "baseline_ms": 3.0,
+                                 "run": {"gpu": "NVIDIA H200"}})     # a file of one baseline
+    assert old.baselines == {"copy": 3.0} and old.speedup("copy") == 3.0
+
+
+def test_bench_names_several_baselines_and_refuses_unknown_ones(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPUBOOK_EXPORT_DIR", str(tmp_path))
+    monkeypatch.setattr(runtime, "local_arch", lambda: None)
+    export.set_chapter("99-test")
+    try:
+        vadd = gb.build(kernels.vadd, name="vadd")
+        gb.bench(vadd, bytes=1, baseline=("add", "copy"))
+        with pytest.raises(ValueError, match="unknown baseline 'sdpa_nope'"):
+            gb.bench(vadd, bytes=1, baseline=("add", "sdpa_nope"))
+        with pytest.raises(ValueError, match="named twice"):
+            gb.bench(vadd, bytes=1, baseline=("add", "add"))
+    finally:
+        export.set_chapter("unknown")
+    meta = json.loads((tmp_path / "cases" / "99-test--vadd--perf" / "case.json").read_text())
+    assert meta["baseline"] == "add" and meta["baselines"] == ["add", "copy"]
+
+
 def test_bench_records_dtype_and_flush_for_the_replay(tmp_path, monkeypatch):
     monkeypatch.setenv("GPUBOOK_EXPORT_DIR", str(tmp_path))
     monkeypatch.setattr(runtime, "local_arch", lambda: None)
