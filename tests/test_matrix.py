@@ -79,3 +79,9 @@ def test_a_bench_of_several_baselines_shows_each_ratio(tmp_path):
     assert "83% of peak · 2.00× `sdpa_flash`, 0.50× `sdpa`" in line
     line = next(ln for ln in text.splitlines() if "`copy`" in ln)
     assert "×" not in line
+
+
+def test_a_timed_benchmark_build_is_not_called_never_run(tmp_path):
+    rows = rows_of(tmp_path, [perf("attention_bench"), check("blackwell_only", status="not runnable")])
+    assert matrix.tier(rows["attention_bench"]) == "timed on sm_90, not compared (no check of this build)"
+    assert [r["name"] for r in matrix.never_run(list(rows.values()))] == ["blackwell_only"]
