@@ -33,6 +33,16 @@ def exported(tmp_path, monkeypatch):
     export.set_chapter("unknown")
 
 
+@pytest.fixture
+def exporting(tmp_path, monkeypatch):
+    """Cases of chapter "99-test" exported into tmp_path, as on a machine without a GPU."""
+    monkeypatch.setenv("GPUBOOK_EXPORT_DIR", str(tmp_path))
+    monkeypatch.setattr(runtime, "local_arch", lambda: None)
+    export.set_chapter("99-test")
+    yield tmp_path / "cases"
+    export.set_chapter("unknown")
+
+
 def case(out, name, kind="check"):
     return out / "cases" / f"99-test--{name}--{kind}"
 
@@ -277,34 +287,22 @@ def test_a_perf_case_of_several_baselines_times_each_and_reads_back(exported, mo
     assert old.baselines == {"copy": 3.0} and old.speedup("copy") == 3.0
 
 
-def test_bench_names_several_baselines_and_refuses_unknown_ones(tmp_path, monkeypatch):
-    monkeypatch.setenv("GPUBOOK_EXPORT_DIR", str(tmp_path))
-    monkeypatch.setattr(runtime, "local_arch", lambda: None)
-    export.set_chapter("99-test")
-    try:
-        vadd = gb.build(kernels.vadd, name="vadd")
-        gb.bench(vadd, bytes=1, baseline=("add", "copy"))
-        with pytest.raises(ValueError, match="unknown baseline 'sdpa_nope'"):
-            gb.bench(vadd, bytes=1, baseline=("add", "sdpa_nope"))
-        with pytest.raises(ValueError, match="named twice"):
-            gb.bench(vadd, bytes=1, baseline=("add", "add"))
-    finally:
-        export.set_chapter("unknown")
-    meta = json.loads((tmp_path / "cases" / "99-test--vadd--perf" / "case.json").read_text())
+def test_bench_names_several_baselines_and_refuses_unknown_ones(exporting):
+    vadd = gb.build(kernels.vadd, name="vadd")
+    gb.bench(vadd, bytes=1, baseline=("add", "copy"))
+    with pytest.raises(ValueError, match="unknown baseline 'sdpa_nope'"):
+        gb.bench(vadd, bytes=1, baseline=("add", "sdpa_nope"))
+    with pytest.raises(ValueError, match="named twice"):
+        gb.bench(vadd, bytes=1, baseline=("add", "add"))
+    meta = json.loads((exporting / "99-test--vadd--perf" / "case.json").read_text())
     assert meta["baseline"] == "add" and meta["baselines"] == ["add", "copy"]
 
 
-def test_bench_records_dtype_and_flush_for_the_replay(tmp_path, monkeypatch):
-    monkeypatch.setenv("GPUBOOK_EXPORT_DIR", str(tmp_path))
-    monkeypatch.setattr(runtime, "local_arch", lambda: None)
-    export.set_chapter("99-test")
-    try:
-        vadd = gb.build(kernels.vadd, name="vadd")
-        t = gb.bench(vadd, flops=kernels.N, flush="write")
-    finally:
-        export.set_chapter("unknown")
+def test_bench_records_dtype_and_flush_for_the_replay(exporting):
+    vadd = gb.build(kernels.vadd, name="vadd")
+    t = gb.bench(vadd, flops=kernels.N, flush="write")
     assert t.status == "not measured" and t.dtype == "float32" and t.flush == "write"
-    meta = json.loads((tmp_path / "cases" / "99-test--vadd--perf" / "case.json").read_text())
+    meta = json.loads((exporting / "99-test--vadd--perf" / "case.json").read_text())
     assert meta["dtype"] == "float32" and meta["flush"] == "write"
 
 
@@ -313,20 +311,14 @@ def test_old_results_without_a_flush_were_timed_with_the_write_flush():
     assert t.flush == "write" and t.samples == []
 
 
-def test_a_hopper_only_kernel_exports_and_replays_on_sm_90a_only(tmp_path, monkeypatch):
-    monkeypatch.setenv("GPUBOOK_EXPORT_DIR", str(tmp_path))
-    monkeypatch.setattr(runtime, "local_arch", lambda: None)
-    export.set_chapter("99-test")
-    try:
-        k = gb.build(kernels.wgmma_fence, name="wgmma_fence", archs=(gb.HOPPER,))
-        ref = lambda out: torch.arange(128, dtype=torch.int32)  # noqa: E731
-        res = gb.check(k, [torch.empty(128, dtype=torch.int32)], ref=ref, stress=10)
-        timing = gb.bench(k, bytes=512)
-    finally:
-        export.set_chapter("unknown")
+def test_a_hopper_only_kernel_exports_and_replays_on_sm_90a_only(exporting, monkeypatch):
+    k = gb.build(kernels.wgmma_fence, name="wgmma_fence", archs=(gb.HOPPER,))
+    ref = lambda out: torch.arange(128, dtype=torch.int32)  # noqa: E731
+    res = gb.check(k, [torch.empty(128, dtype=torch.int32)], ref=ref, stress=10)
+    timing = gb.bench(k, bytes=512)
     assert res.status == "not run" and "compiled for sm_90a — not run" in repr(res)
     assert timing.status == "not measured"
-    d = tmp_path / "cases" / "99-test--wgmma_fence--check"
+    d = exporting / "99-test--wgmma_fence--check"
     meta = json.loads((d / "case.json").read_text())
     assert meta["runs_on"] == ["sm_90a"] and meta["facts"]["arch"] == "sm_90a"
     assert meta["facts"]["not_built"]["sm_100a"].startswith("ptxas: Instruction 'wgmma.fence'")
