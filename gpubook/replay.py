@@ -131,30 +131,38 @@ def _child(case_dir: Path, out_json: Path, timing: bool, timeout: float,
     return rec, out, False
 
 
-def _sanitizer_errors(out: str) -> int | None:
-    """Errors (racecheck: errors plus warnings) in compute-sanitizer's summary, None if absent."""
+def _sanitizer_counts(out: str) -> tuple[int, int] | None:
+    """(errors, warnings) in compute-sanitizer's summary (only racecheck counts warnings: a race
+    between lanes of one warp), None if absent."""
     m = re.search(r"RACECHECK SUMMARY: \d+ hazards? displayed \((\d+) errors?, (\d+) warnings?\)", out)
     if m:
-        return int(m.group(1)) + int(m.group(2))
+        return int(m.group(1)), int(m.group(2))
     m = re.search(r"ERROR SUMMARY: (\d+) errors?", out)
-    return int(m.group(1)) if m else None
+    return (int(m.group(1)), 0) if m else None
+
+
+def _counted(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def sanitizer_verdict(out: str, rec: dict[str, Any] | None, timed_out: bool) -> str:
-    """One tool's verdict from its output: 'clean', 'N errors: <first>', 'timeout' or
+    """One tool's verdict from its output: 'clean', what it counted and its first report
+    ('1 error: <first>', '2 warnings: <first>', '1 error and 1 warning: <first>'), 'timeout' or
     'did not finish: <last line>'."""
-    n = _sanitizer_errors(out)
+    counts = _sanitizer_counts(out)
     if timed_out:
         return "timeout"
-    if n is None or rec is None:
+    if counts is None or rec is None:
         tail = out.strip().splitlines()[-1][:200] if out.strip() else "no output"
         return f"did not finish: {tail}"
-    if n == 0:
+    if not any(counts):
         return "clean"
-    lines = [ln for ln in out.splitlines() if "=========" in ln]
-    first = next((ln for ln in lines if _RACE_LINE.search(ln)), None) \
-        or next((ln for ln in lines if "rror" in ln), "")
-    return f"{n} errors: {first.strip('= ')[:200]}"
+    # a report's first line (its detail lines are indented), not the banner or the summary
+    reports = [ln.strip("= ") for ln in out.splitlines() if re.match(r"========= \S", ln)]
+    reports = [r for r in reports if r != "COMPUTE-SANITIZER" and "SUMMARY:" not in r]
+    first = next((r for r in reports if _RACE_LINE.search(r)), reports[0] if reports else "")
+    found = " and ".join(_counted(n, noun) for n, noun in zip(counts, ("error", "warning")) if n)
+    return f"{found}: {first[:200]}"
 
 
 def _sanitize(case_dir: Path, work: Path, timeout: float,

@@ -102,7 +102,7 @@ def test_without_racecheck_a_race_case_is_not_judged_and_never_passes():
 
 def test_the_matrix_and_exit_code_of_a_race_found():
     res = replay.judge_race(META, PASSED, RACY)
-    res["sanitizer"] = {"memcheck": "clean", "racecheck": "1 errors: Warning: Race reported between ..."}
+    res["sanitizer"] = {"memcheck": "clean", "racecheck": "1 warning: Warning: Race reported between ..."}
     assert replay.exit_code([res]) == 0  # racecheck's complaint is what this case asks for
     row = matrix.rows_from([{"run": {"gpu": "NVIDIA H200", "arch": "sm_90a", "date": "2026-12-01"},
                              "cases": [res]}])[0]
@@ -112,13 +112,20 @@ def test_the_matrix_and_exit_code_of_a_race_found():
 
 
 def test_an_ordinary_case_with_a_racecheck_hazard_still_fails_the_replay():
-    rec = {"status": "passed", "sanitizer": {"memcheck": "clean", "racecheck": "1 errors: ..."}}
+    rec = {"status": "passed", "sanitizer": {"memcheck": "clean", "racecheck": "1 error: Error: Race reported between ..."}}
     assert replay.exit_code([rec]) == 1
 
 
 def test_sanitizer_verdicts_read_racecheck_summaries():
     assert replay.sanitizer_verdict(CLEAN, PASSED, False) == "clean"
-    assert replay.sanitizer_verdict(RACY, PASSED, False).startswith("1 errors: Warning: Race reported")
+    assert replay.sanitizer_verdict(RACY, PASSED, False).startswith("1 warning: Warning: Race reported")
+    assert replay.sanitizer_verdict(RACY_BETWEEN_WARPS, PASSED, False).startswith("1 error: Error: Race reported")
+    both = RACY_BETWEEN_WARPS.replace("1 hazard displayed (1 error, 0 warnings)",
+                                      "4 hazards displayed (1 error, 3 warnings)")
+    assert replay.sanitizer_verdict(both, PASSED, False).startswith("1 error and 3 warnings: Error: Race")
+    memcheck = ("========= Invalid __shared__ write of size 4 bytes\n"
+                "========= ERROR SUMMARY: 2 errors\n")
+    assert replay.sanitizer_verdict(memcheck, PASSED, False) == "2 errors: Invalid __shared__ write of size 4 bytes"
     assert replay.sanitizer_verdict(RACY, PASSED, True) == "timeout"
     assert replay.sanitizer_verdict(CRASHED, None, False).startswith("did not finish")
 

@@ -128,15 +128,15 @@ def test_not_runnable_is_never_counted_as_passed(exported, monkeypatch):
     assert matrix.tier(row) == "compiled for sm_100a — never run" and matrix.never_run([row]) == [row]
 
 
-@pytest.mark.parametrize("output, errors", [
-    ("========= ERROR SUMMARY: 0 errors\n", 0),
-    ("========= Invalid __global__ write of size 4 bytes\n========= ERROR SUMMARY: 3 errors\n", 3),
-    ("========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)\n", 0),
-    ("========= RACECHECK SUMMARY: 2 hazards displayed (1 error, 1 warning)\n", 2),
+@pytest.mark.parametrize("output, counts", [
+    ("========= ERROR SUMMARY: 0 errors\n", (0, 0)),
+    ("========= Invalid __global__ write of size 4 bytes\n========= ERROR SUMMARY: 3 errors\n", (3, 0)),
+    ("========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)\n", (0, 0)),
+    ("========= RACECHECK SUMMARY: 2 hazards displayed (1 error, 1 warning)\n", (1, 1)),
     ("Traceback (most recent call last): ...\n", None),
 ])
-def test_sanitizer_summaries_are_parsed(output, errors):
-    assert replay._sanitizer_errors(output) == errors
+def test_sanitizer_summaries_are_parsed(output, counts):
+    assert replay._sanitizer_counts(output) == counts
 
 
 SAMPLE = {
