@@ -2,23 +2,26 @@
 
 `D = A @ B.T` with A (M x K) and B (N x K) both K-major, fp16 or bf16 in, fp32 accumulated in
 tensor memory, D written in the input dtype. Chapters 8-10 build the kernels; this module holds
-what they would otherwise repeat: the checks of a call (`problem`, `Gemm`), the tolerance of a
-check (`tolerance`), the diff of one step against the next (`show_diff`), the performance model
-of a step (`Plan`, `bound`), the published figures a step is compared with (`PUBLISHED`), and the
-ladder's table and figure (`ladder_rows`, `ladder_markdown`, `plot_ladder`).
+what they would otherwise repeat: the checks of a call (`problem`, `Gemm`, and the rules that
+the Hopper ladder shares, `validate_operands`), the tolerance of a check (`tolerance`), the diff
+of one step against the next (`show_diff`), the performance model of a step (`Plan`, `bound`),
+the published figures a step is compared with (`PUBLISHED`), and the ladder's table and figure
+(`ladder_rows`, `ladder_markdown`, `plot_ladder`).
 """
 
 from __future__ import annotations
 
+import difflib
 import hashlib
+import inspect
 import math
 import os
 import re
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
-from .gemm_hopper import show_diff, source_diff  # noqa: F401 - one diff helper for both ladders
 from .hardware import B200, GPU, REGISTERS_PER_SM
 from .roofline import gemm_bytes, gemm_flops
 from .signature import KernelCallError
@@ -35,14 +38,16 @@ class GemmCallError(KernelCallError):
     """A GEMM call the ladder's kernels cannot serve, refused before anything is built or launched."""
 
 
-def problem(A: Any, B: Any, blk_k: int, m: int | None = None, n: int | None = None,
-            k: int | None = None) -> tuple[int, int, int, str]:
-    """(M, N, K, dtype) of D = A @ B.T, or GemmCallError naming the rule the call breaks.
+def validate_operands(A: Any, B: Any, blk_k: int, mma: str, reads: str,
+                      writes: str) -> tuple[int, int, int, str]:
+    """(M, N, K, dtype) of D = A @ B.T, or GemmCallError naming the rule the call breaks: the
+    rules both GEMM ladders share.
 
-    The kernels read A (M x K) and B (N x K), both dense and K-major, through tensor maps or
-    16-byte vector loads, walk K in whole tiles of `blk_k`, and write D (M x N) in the input
-    dtype with 16-byte stores or TMA. `m`, `n`, `k` pin a size for a step that handles only
-    one (steps 1 and 2 compute a single output tile).
+    Their kernels multiply fp16 or bf16 operands alike with `mma`, read A (M x K) and B (N x K)
+    as dense K-major rows with `reads` (16-byte aligned, like a tensor map's base and row
+    stride), walk K in whole tiles of `blk_k`, and write D (M x N) in the input dtype with
+    `writes`, which need rows of D a multiple of 16 bytes apart. The three words name each
+    ladder's instructions in the messages.
     """
     for name, t in (("A", A), ("B", B)):
         if getattr(t, "dim", lambda: -1)() != 2:
@@ -52,13 +57,12 @@ def problem(A: Any, B: Any, blk_k: int, m: int | None = None, n: int | None = No
     other = str(B.dtype).removeprefix("torch.")
     if dtype not in SUPPORTED_DTYPES or other != dtype:
         raise GemmCallError(
-            f"unsupported dtypes: A is {dtype}, B is {other}; the kernels use tcgen05.mma "
-            f".kind::f16, which multiplies {' or '.join(SUPPORTED_DTYPES)}, both operands alike")
+            f"unsupported dtypes A {dtype}, B {other}: the kernels' {mma} multiplies "
+            f"{' or '.join(SUPPORTED_DTYPES)}, both operands alike")
     (M, K), (N, KB) = tuple(A.shape), tuple(B.shape)
     if K != KB:
-        raise GemmCallError(f"A is {M} x {K} but B is {N} x {KB}: D = A @ B.T needs the same K")
-    if M == 0 or N == 0:
-        raise GemmCallError(f"D would be {M} x {N}: an empty output has nothing to launch")
+        raise GemmCallError(f"A is {M} x {K} but B is {N} x {KB}: D = A @ B.T needs equal K "
+                            "(it sums over the same K columns of A and B)")
     if K == 0 or K % blk_k:
         raise GemmCallError(
             f"K = {K} is not a positive multiple of BLK_K = {blk_k}: the K loop runs whole tiles "
@@ -67,23 +71,43 @@ def problem(A: Any, B: Any, blk_k: int, m: int | None = None, n: int | None = No
     for name, t in (("A", A), ("B", B)):
         if t.stride(1) != 1:
             raise GemmCallError(
-                f"{name} has strides {tuple(t.stride())}: the kernels read K-major rows (a TMA box "
-                "and a 16-byte vector load walk their innermost dimension contiguously), so K "
-                "must have stride 1; pass .contiguous()")
+                f"{name} has strides {tuple(t.stride())}: the kernels read K-major rows ({reads} "
+                "walk the innermost dimension contiguously), so K must have stride 1; pass "
+                ".contiguous()")
         if t.stride(0) != t.shape[1]:
             raise GemmCallError(
                 f"{name}'s rows are {t.stride(0) * esize} bytes apart, not {t.shape[1] * esize}: "
                 "the kernels are compiled for dense rows (row stride = K); pass .contiguous()")
+        if (t.stride(0) * esize) % TMA_ALIGN:
+            raise GemmCallError(
+                f"{name}'s rows are {t.stride(0) * esize} bytes apart, and {reads} need a row "
+                f"stride that is a multiple of {TMA_ALIGN} bytes")
         if t.data_ptr() % TMA_ALIGN:
             raise GemmCallError(
-                f"{name} starts at an address that is not a multiple of {TMA_ALIGN} bytes: a "
-                "tensor map's base (and a 16-byte vector load) must be; pass .contiguous() "
-                "or .clone()")
+                f"{name} starts at an address that is not a multiple of {TMA_ALIGN} bytes, and "
+                f"{reads} need a {TMA_ALIGN}-byte-aligned base; pass .clone()")
     if (N * esize) % TMA_ALIGN:
         raise GemmCallError(
-            f"N = {N}: rows of D would be {N * esize} bytes apart, and both the 16-byte stores "
-            f"of steps 1-3 and a TMA store need a row stride that is a multiple of {TMA_ALIGN} "
-            f"bytes (N a multiple of {TMA_ALIGN // esize})")
+            f"N = {N}: rows of D would be {N * esize} bytes apart, and {writes} need a row "
+            f"stride that is a multiple of {TMA_ALIGN} bytes (N a multiple of {TMA_ALIGN // esize})")
+    return M, N, K, dtype
+
+
+def problem(A: Any, B: Any, blk_k: int, m: int | None = None, n: int | None = None,
+            k: int | None = None) -> tuple[int, int, int, str]:
+    """(M, N, K, dtype) of D = A @ B.T for the Blackwell ladder, or GemmCallError naming the
+    rule the call breaks.
+
+    Besides the rules of both ladders (`validate_operands`: the kernels read A and B through
+    tensor maps or 16-byte vector loads and write D with 16-byte stores or TMA), a call must
+    have an output to launch for; `m`, `n`, `k` pin a size for a step that handles only one
+    (steps 1 and 2 compute a single output tile).
+    """
+    M, N, K, dtype = validate_operands(
+        A, B, blk_k, mma="tcgen05.mma .kind::f16", reads="tensor maps and 16-byte vector loads",
+        writes="the 16-byte stores of steps 1-3 and TMA stores")
+    if M == 0 or N == 0:
+        raise GemmCallError(f"D would be {M} x {N}: an empty output has nothing to launch")
     for label, want, got in (("M", m, M), ("N", n, N), ("K", k, K)):
         if want is not None and got != want:
             raise GemmCallError(f"{label} = {got}: this step computes {label} = {want} only")
@@ -188,6 +212,29 @@ def check(kernel: Any, M: int, N: int, K: int, dtype: str, seed: int = 1, stress
 
 
 # -- what changed ------------------------------------------------------------------------------
+def _named_source(f: Callable[..., Any] | str) -> tuple[str, list[str]]:
+    """(name, lines) of a function, or of a function's source text (its `def` names it)."""
+    if isinstance(f, str):
+        m = re.match(r"\s*def (\w+)", f)
+        return (m.group(1) if m else "old"), textwrap.dedent(f).splitlines()
+    return f.__name__, textwrap.dedent(inspect.getsource(f)).splitlines()
+
+
+def source_diff(old: Callable[..., Any] | str, new: Callable[..., Any] | str, context: int = 2) -> str:
+    """The unified diff of two functions' source code (what changed from one step to the next);
+    either may be given as source text, e.g. a function read from another chapter."""
+    (na, a), (nb, b) = _named_source(old), _named_source(new)
+    lines = difflib.unified_diff(a, b, fromfile=na, tofile=nb, n=context, lineterm="")
+    return "\n".join(lines)
+
+
+def show_diff(old: Callable[..., Any] | str, new: Callable[..., Any] | str, context: int = 2) -> Any:
+    """The diff as a Markdown ``diff`` code block, for a notebook cell to display."""
+    from IPython.display import Markdown
+
+    return Markdown(f"```diff\n{source_diff(old, new, context)}\n```")
+
+
 CHAPTERS_DIR = Path(__file__).resolve().parent.parent / "chapters"
 
 

@@ -42,6 +42,18 @@ def test_bad_calls_are_refused_naming_the_rule(make, words):
     assert isinstance(err.value, gb.KernelCallError)
 
 
+def test_both_ladders_share_the_operand_rules():
+    from gpubook.gemm_hopper import gemm_problem
+
+    A, B = _ab(K=96)
+    for refuse in (lambda: gg.problem(A, B, 64), lambda: gemm_problem(A, B, 64)):
+        with pytest.raises(gg.GemmCallError, match="K = 96 is not a positive multiple of BLK_K = 64"):
+            refuse()
+    A, B = _ab(M=64, N=64, K=4)  # dense rows of 8 bytes: no tensor map can stride by them
+    with pytest.raises(gg.GemmCallError, match="rows are 8 bytes apart, and tensor maps need a row stride"):
+        gg.validate_operands(A, B, 4, mma="wgmma", reads="tensor maps", writes="TMA stores")
+
+
 def test_pinned_sizes_are_refused():
     A, B = _ab(M=256, N=128, K=64)
     with pytest.raises(gg.GemmCallError, match="M = 256: this step computes M = 128 only"):

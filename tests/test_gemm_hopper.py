@@ -33,6 +33,8 @@ def test_a_ragged_call_is_served():
     ((torch.zeros(200, 200, dtype=torch.bfloat16)[:, :192], torch.zeros(328, 192, dtype=torch.bfloat16)),
      "dense rows"),
     (mats(200, 300, 192), "N = 300"),
+    ((torch.zeros(200 * 192 + 1, dtype=torch.bfloat16)[1:].view(200, 192), mats(200, 328, 192)[1]),
+     "not a multiple of 16 bytes"),
 ])
 def test_calls_the_kernels_cannot_serve_are_refused(args, words):
     with pytest.raises(GemmCallError) as err:
