@@ -3,7 +3,8 @@
 No CPU can run a tcgen05 kernel, but its schedule follows from its barrier protocol and a few
 durations. `simulate` plays the protocol of one kernel over a work tile of `n_kv` KV blocks and
 returns every role's busy intervals in cycles; `plot` draws them as swimlanes, and
-`sweep_softmax` gives the tensor core's utilization of both kernels as the softmax grows.
+`sweep_softmax` (drawn by `plot_sweep`) gives the tensor core's utilization of both kernels as
+the softmax grows.
 
 The two-Q-tile kernel (a work tile is 256 query rows: Q tiles 0 and 1) has five roles:
 
@@ -26,7 +27,9 @@ to complete; its single softmax warpgroup computes block j (`softmax` cycles, α
 
 Every wait on an MMA's completion (a `tcgen05.commit` arriving on an mbarrier that a thread
 polls) costs `wake` cycles between the MMA's end and the waiter's next step; hand-overs between
-threads are taken as immediate, and TMA loads as always ready. The first block never rescales:
+threads are taken as immediate, TMA loads as always ready, and each role's durations as fixed
+(the two softmax warpgroups share the SM's MUFU and FMA pipes; the model does not slow them
+when they overlap). The first block never rescales:
 O holds nothing yet (``PV(0)`` overwrites it). `rescale[i][j]` says whether block j of Q tile i
 moves the row max by more than τ (the default: never).
 """
@@ -301,7 +304,7 @@ def plot(*timelines: Timeline, title: bool = True) -> Any:
         for e in tl.events:
             kind, colour, alpha, hatch, text = _style(e, tl)
             ax.barh(row[e.role], e.end - e.start, left=e.start, height=0.7, color=colour, alpha=alpha,
-                    hatch=hatch, edgecolor="white", lw=0.8, zorder=2,
+                    hatch=hatch, edgecolor="white", lw=0.8 if e.role == TENSOR or hatch else 0, zorder=2,
                     gid=f"{tl.kernel}:{e.label}")
             legend.setdefault(kind, Patch(fc=colour, alpha=alpha, hatch=hatch, ec="white", label=kind))
             if text:
@@ -333,4 +336,28 @@ def plot(*timelines: Timeline, title: bool = True) -> Any:
     fig.legend([legend[k] for k in order], order, loc="lower center", ncol=3, fontsize=SIZES["legend"],
                frameon=False)
     fig.tight_layout(rect=(0, (0.2 * rows + 0.1) / fig.get_figheight(), 1, 1))
+    return fig
+
+
+def plot_sweep(points: Sequence[SweepPoint], n_kv: int | None = None) -> Any:
+    """The tensor core's utilization of both kernels against the softmax's cycles per block."""
+    from .plots import PAGE_WIDTH_IN, PALETTE, SIZES, new_figure
+
+    fig = new_figure(PAGE_WIDTH_IN, 3.2)
+    ax = fig.add_subplot()
+    ax.set_facecolor("white")
+    xs = [p.softmax for p in points]
+    ax.plot(xs, [100 * p.one_tile for p in points], "o-", color=PALETTE["sky"], lw=2, ms=4,
+            label="one Q tile, correction in the softmax", gid="sweep-one")
+    ax.plot(xs, [100 * p.two_tiles for p in points], "s-", color=PALETTE["vermillion"], lw=2, ms=4,
+            label="two Q tiles, correction warpgroup", gid="sweep-two")
+    ax.set_xlabel("softmax cycles per KV block" + (f" ({n_kv} KV blocks)" if n_kv else ""),
+                  fontsize=SIZES["label"])
+    ax.set_ylabel("tensor core busy (%)", fontsize=SIZES["label"])
+    ax.set_ylim(0, 100)
+    ax.set_xlim(min(xs), max(xs))
+    ax.tick_params(labelsize=SIZES["tick"])
+    ax.grid(True, color="#dddddd", lw=0.6)
+    ax.legend(loc="lower left", fontsize=SIZES["legend"], facecolor="white", framealpha=1.0)
+    fig.tight_layout()
     return fig

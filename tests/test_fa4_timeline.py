@@ -249,3 +249,12 @@ def test_the_figure_has_a_lane_per_role_and_a_bar_per_event():
         assert im.getpixel((2, 2))[:3] == (255, 255, 255)
     with pytest.raises(ValueError):
         ft.plot()
+
+
+def test_the_sweep_figure_draws_both_kernels():
+    pts = ft.sweep_softmax([0, 1000, 2000], n_kv=4)
+    fig = ft.plot_sweep(pts, n_kv=4)
+    lines = {line.get_gid(): line for line in fig.axes[0].lines}
+    assert list(lines["sweep-one"].get_ydata()) == pytest.approx([100 * p.one_tile for p in pts])
+    assert list(lines["sweep-two"].get_ydata()) == pytest.approx([100 * p.two_tiles for p in pts])
+    assert "4 KV blocks" in fig.axes[0].get_xlabel()
