@@ -37,8 +37,9 @@ class FA4CallError(KernelCallError):
 
 # -- refusals -------------------------------------------------------------------------------------
 def validate(batch: int, heads: int, kv_heads: int, seqlen: int, head_dim: int, dtype: str,
-             causal: bool) -> None:
-    """Refuse, naming the constraint, a problem the kernel is not built for."""
+             causal: bool, q_tiles: int = 1) -> None:
+    """Refuse, naming the constraint, a problem the kernel is not built for; `q_tiles` is the
+    number of 128-row Q tiles a CTA works on at once (1, or 2 for the two-Q-tile kernel)."""
     if head_dim != HEAD_DIM:
         raise FA4CallError(f"head_dim must be {HEAD_DIM}, got {head_dim}: S and O are 128 TMEM "
                            "columns each, and the MMAs are generated for K = N = 128")
@@ -50,15 +51,19 @@ def validate(batch: int, heads: int, kv_heads: int, seqlen: int, head_dim: int, 
     if heads % kv_heads:
         raise FA4CallError(f"GQA ratio: heads ({heads}) must be a multiple of kv_heads ({kv_heads}); "
                            "query head h reads KV head h // (heads / kv_heads)")
-    if seqlen < BLK or seqlen % BLK:
-        raise FA4CallError(f"seqlen must be a positive multiple of {BLK}, got {seqlen}: every Q tile "
-                           f"and KV block is {BLK} rows and the kernel has no tail masking "
-                           "(pad the sequence, or use chapter 11's portable kernel)")
+    if q_tiles not in (1, 2):
+        raise ValueError(f"q_tiles must be 1 or 2, got {q_tiles}")
+    rows = q_tiles * BLK
+    if seqlen < rows or seqlen % rows:
+        what = (f"every Q tile and KV block is {BLK} rows" if q_tiles == 1 else
+                f"a CTA's work tile is two Q tiles of {BLK} rows, and every KV block is {BLK} rows")
+        raise FA4CallError(f"seqlen must be a positive multiple of {rows}, got {seqlen}: {what} and the "
+                           "kernel has no tail masking (pad the sequence, or use chapter 11's portable kernel)")
     if not isinstance(causal, bool):
         raise FA4CallError(f"causal must be a bool, got {causal!r}")
 
 
-def problem(q: Any, k: Any, v: Any, causal: bool) -> tuple[int, int, int, int, str]:
+def problem(q: Any, k: Any, v: Any, causal: bool, q_tiles: int = 1) -> tuple[int, int, int, int, str]:
     """(batch, heads, kv_heads, seqlen, dtype) of a call on (B, H, S, d) tensors, or FA4CallError."""
     for name, t in (("q", q), ("k", k), ("v", v)):
         if getattr(t, "dim", lambda: -1)() != 4:
@@ -84,7 +89,7 @@ def problem(q: Any, k: Any, v: Any, causal: bool) -> tuple[int, int, int, int, s
         raise FA4CallError(f"seqlen: query length {Sq} and key length {Sk} differ; the kernel takes "
                            "one length, and its causal mask is top-left aligned like SDPA's is_causal")
     dtype = dts.pop()
-    validate(B, H, Hk, Sq, d, dtype, causal)
+    validate(B, H, Hk, Sq, d, dtype, causal, q_tiles)
     return B, H, Hk, Sq, dtype
 
 
@@ -173,19 +178,25 @@ def p_columns(sb: int) -> tuple[int, int]:
     return first + n // 2, BLK * 16 // 32
 
 
-def smem_plan(stages: int) -> dict[str, int]:
-    """Bytes of shared memory per region: barriers and the TMEM address (padded to 1 KiB), Q, the
-    K/V ring, the O staging tile."""
+def smem_plan(stages: int, q_tiles: int = 1) -> dict[str, int]:
+    """Bytes of shared memory per region: barriers and the TMEM address (padded to 1 KiB), with
+    two Q tiles the softmax-to-correction slots (one fp32 per row and tile, 1 KiB), Q, the K/V
+    ring, the O staging tile."""
     tile = BLK * HEAD_DIM * 2
-    return {"barriers": 1024, "Q": tile, "K/V ring": stages * tile, "O staging": tile}
+    plan = {"barriers": 1024}
+    if q_tiles == 2:
+        plan["α and ℓ slots"] = q_tiles * BLK * 4
+    return plan | {"Q": q_tiles * tile, "K/V ring": stages * tile, "O staging": tile}
 
 
 # -- a CPU model of the kernel ----------------------------------------------------------------------
-def simulate(q: Any, k: Any, v: Any, causal: bool) -> tuple[Any, dict[str, int]]:
+def simulate(q: Any, k: Any, v: Any, causal: bool, q_tiles: int = 1) -> tuple[Any, dict[str, int]]:
     """The kernel's arithmetic on the CPU: per row, blocks of 128 keys in order, the first block's
     max taken, later maxima only when they grow by more than TAU, exponentials in float32 (every
-    fourth column off the diagonal through `exp2_soft`), P rounded to the input dtype, O and the
-    row sums in float64, O rounded at the end. Returns O and {"rescales", "rows_blocks"}."""
+    fourth column of a block that needs no mask through `exp2_soft`), P rounded to the input
+    dtype, O and the row sums in float64, O rounded at the end. With `q_tiles=2` and a causal
+    mask, both tiles of a work tile walk the same blocks, so the first tile also processes one
+    block that is wholly masked for it (its P is 0). Returns O and {"rescales", "rows_blocks"}."""
     import torch
 
     dtype = str(q.dtype).removeprefix("torch.")
@@ -204,15 +215,16 @@ def simulate(q: Any, k: Any, v: Any, causal: bool) -> tuple[Any, dict[str, int]]
             vv = v[b, h // ratio].double().numpy()
             for qt in range(S // BLK):
                 rows = slice(qt * BLK, qt * BLK + BLK)
-                n_kv = qt + 1 if causal else S // BLK
+                n_kv = (qt + 1 if q_tiles == 1 else 2 * (qt // 2) + 2) if causal else S // BLK
                 m = np.zeros(BLK, np.float32)
                 l = np.zeros(BLK)
                 acc = np.zeros((BLK, d))
                 for j in range(n_kv):
                     s = (qq[rows] @ kk[j * BLK:(j + 1) * BLK].T).astype(np.float32)
-                    diag = causal and j == n_kv - 1
+                    diag = causal and j >= qt                     # the diagonal block, or one past it
                     if diag:
-                        s = np.where(np.tri(BLK, dtype=bool), s, np.float32(-np.inf))
+                        keep = np.arange(BLK)[None, :] + j * BLK <= np.arange(BLK)[:, None] + qt * BLK
+                        s = np.where(keep, s, np.float32(-np.inf))
                     mx = s.max(axis=1) * np.float32(scale)
                     alpha = np.ones(BLK)
                     if j == 0:
@@ -222,7 +234,8 @@ def simulate(q: Any, k: Any, v: Any, causal: bool) -> tuple[Any, dict[str, int]]
                         alpha = np.where(grow, np.exp2(m.astype(np.float64) - mx), 1.0)
                         m = np.where(grow, mx, m).astype(np.float32)
                         stats["rescales"] += int(grow.sum())
-                    x = (s * np.float32(scale) - m[:, None]).astype(np.float32)
+                    with np.errstate(invalid="ignore"):               # -inf - m on a wholly masked row
+                        x = (s * np.float32(scale) - m[:, None]).astype(np.float32)
                     p = np.exp2(x.astype(np.float64)).astype(np.float32)
                     if not diag:
                         p[:, soft] = exp2_soft(x[:, soft])
@@ -249,6 +262,49 @@ def tolerance(v: Any, dtype: str) -> float:
     """atol for |O - SDPA|: P rounded to 16 bits (u), O rounded (u), the cubic's error (< u/4,
     chapter 11) and fp32 accumulation: below 2.25 u max|V|; the check allows 4 u max|V|."""
     return 4 * UNIT_ROUNDOFF[dtype] * float(v.float().abs().max())
+
+
+# -- the persistent schedule of the two-Q-tile kernel -------------------------------------------------
+def work_tile(t: int, batch: int, heads: int, seqlen: int, causal: bool,
+              order: str | None = None) -> tuple[int, int, int]:
+    """(b, h, m) of work tile t: query rows 256 m .. 256 m + 255 of head h of batch b. `order` is
+    "linear" (m fastest) or "longest-first" (all heads' last m first, then the one before, ...);
+    the kernel's own choice, the default, is linear without a mask and longest-first with one."""
+    nm = seqlen // (2 * BLK)
+    bh_count = batch * heads
+    order = order or ("longest-first" if causal else "linear")
+    if not 0 <= t < bh_count * nm:
+        raise ValueError(f"work tile {t} is outside 0 .. {bh_count * nm - 1}")
+    if order == "linear":
+        m, bh = t % nm, t // nm
+    elif order == "longest-first":
+        m, bh = nm - 1 - t // bh_count, t % bh_count
+    else:
+        raise ValueError(f"order must be 'linear' or 'longest-first', not {order!r}")
+    return bh // heads, bh % heads, m
+
+
+def kv_blocks(m: int, seqlen: int, causal: bool) -> int:
+    """KV blocks the two Q tiles of work tile row m walk: all of them, or under the causal mask
+    the blocks up to the second tile's diagonal."""
+    return 2 * m + 2 if causal else seqlen // BLK
+
+
+def schedule(batch: int, heads: int, seqlen: int, causal: bool, ctas: int,
+             order: str | None = None) -> list[list[tuple[int, int, int]]]:
+    """The work tiles of each persistent CTA, in the order it serves them: CTA c takes tiles
+    c, c + G, c + 2 G, ... with G = min(ctas, tiles), as the kernel does."""
+    tiles = batch * heads * (seqlen // (2 * BLK))
+    grid = min(ctas, tiles)
+    return [[work_tile(t, batch, heads, seqlen, causal, order) for t in range(c, tiles, grid)]
+            for c in range(grid)]
+
+
+def cta_blocks(batch: int, heads: int, seqlen: int, causal: bool, ctas: int,
+               order: str | None = None) -> list[int]:
+    """KV blocks each CTA walks over the whole launch: its share of the work."""
+    return [sum(kv_blocks(m, seqlen, causal) for _, _, m in tiles)
+            for tiles in schedule(batch, heads, seqlen, causal, ctas, order)]
 
 
 # -- performance -------------------------------------------------------------------------------------

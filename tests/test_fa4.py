@@ -189,3 +189,105 @@ def test_the_chapter_kernel_builds_and_keeps_the_rules():
     assert len(re.findall(r"UTCHMMA\s+tmem\[", k.sass)) % 8 == 0
     assert k.sass_counts["LDTM"] == k.ptx_counts["tcgen05.ld"]
     assert len(re.findall(r"add\.rm\.f32", k.ptx)) % len(fa4.soft_columns()) == 0
+
+
+# -- the two-Q-tile kernel ----------------------------------------------------------------------------
+def test_two_q_tiles_need_whole_work_tiles():
+    fa4.validate(1, 8, 2, 512, 128, "float16", True, q_tiles=2)
+    for seqlen in (128, 384, 640):
+        fa4.validate(1, 8, 2, seqlen, 128, "float16", True)              # fine for one Q tile
+        with pytest.raises(fa4.FA4CallError, match="multiple of 256"):
+            fa4.validate(1, 8, 2, seqlen, 128, "float16", True, q_tiles=2)
+    with pytest.raises(ValueError):
+        fa4.validate(1, 8, 2, 512, 128, "float16", True, q_tiles=3)
+    q, kv = _t(1, 8, 384, 128), _t(1, 2, 384, 128)
+    assert fa4.problem(q, kv, kv, causal=True) == (1, 8, 2, 384, "float16")
+    with pytest.raises(fa4.FA4CallError, match="256"):
+        fa4.problem(q, kv, kv, causal=True, q_tiles=2)
+
+
+def test_two_q_tile_smem_plan_costs_one_stage():
+    limit = B200.smem_per_sm - 1024
+    tile = fa4.BLK * fa4.HEAD_DIM * 2
+    plan0 = fa4.smem_plan(0, q_tiles=2)
+    assert plan0["Q"] == 2 * tile and plan0["α and ℓ slots"] == 2 * fa4.BLK * 4
+    stages = (limit - sum(plan0.values())) // tile
+    assert stages == 4
+    assert sum(fa4.smem_plan(stages, q_tiles=2).values()) == 231424 <= limit
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_two_q_tile_model_equals_the_one_tile_model(causal):
+    """The first tile's extra, wholly masked block adds P = 0 and never rescales."""
+    g = torch.Generator().manual_seed(7)
+    q = (3 * torch.randn(1, 2, 512, 128, generator=g)).half()
+    k = (3 * torch.randn(1, 1, 512, 128, generator=g)).half()
+    v = torch.randn(1, 1, 512, 128, generator=g).half()
+    one, s1 = fa4.simulate(q, k, v, causal)
+    two, s2 = fa4.simulate(q, k, v, causal, q_tiles=2)
+    assert torch.equal(one, two) and s1["rescales"] == s2["rescales"]
+    extra = 2 * 2 * fa4.BLK if causal else 0                              # 2 heads x 2 work tiles x 128 rows
+    assert s2["rows_blocks"] == s1["rows_blocks"] + extra
+
+
+def test_schedule_serves_every_work_tile_once_in_the_kernel_order():
+    B, H, S = 2, 3, 1024
+    tiles = B * H * S // 256
+    for causal in (False, True):
+        sched = fa4.schedule(B, H, S, causal, ctas=5)
+        flat = [t for cta in sched for t in cta]
+        assert len(flat) == tiles and len(set(flat)) == tiles
+        assert {m for _, _, m in flat} == set(range(S // 256))
+        assert sched[0][0] == fa4.work_tile(0, B, H, S, causal) and sched[1][0] == fa4.work_tile(1, B, H, S, causal)
+        if causal:                                                        # longest first, per CTA
+            for cta in sched:
+                ms = [m for _, _, m in cta]
+                assert ms == sorted(ms, reverse=True)
+        else:
+            assert sched[0][:2] == [(0, 0, 0), (0, 1, 1)]                # tile 5 = head 1, m 1
+    assert len(fa4.schedule(1, 1, 512, False, ctas=148)) == 2          # never more CTAs than work tiles
+    with pytest.raises(ValueError, match="order"):
+        fa4.work_tile(0, B, H, S, True, order="random")
+    with pytest.raises(ValueError, match="outside"):
+        fa4.work_tile(tiles, B, H, S, True)
+
+
+def test_longest_first_balances_causal_work():
+    lin = fa4.cta_blocks(1, 32, 8192, True, 148, order="linear")
+    lpt = fa4.cta_blocks(1, 32, 8192, True, 148)
+    assert sum(lin) == sum(lpt) == 32 * sum(2 * m + 2 for m in range(8192 // 256))
+    assert max(lpt) < max(lin)
+    flat = fa4.cta_blocks(1, 32, 8192, False, 148)
+    assert sum(flat) == 32 * 32 * 64 and max(flat) - min(flat) == 64      # whole tiles of 64 blocks
+
+
+def test_the_chapter_two_tile_kernel_builds_and_keeps_the_rules():
+    """Build chapter 11B's make_fa4_full (causal, GQA 4, five persistent CTAs) and assert its rules."""
+    import gpubook as gb
+    from gpubook import gemm as gg
+    from gpubook import lint
+    from tvm.script import tirx as T
+    from tvm.script.tirx import tile as Tx
+    from tvm.tirx.lang.pipeline import MBarrier, Pipeline, PipelineState, TCGen05Bar, TMABar
+    from tvm.tirx.layout import S, TileLayout, tid_in_wg
+
+    ns = dict(T=T, Tx=Tx, MBarrier=MBarrier, Pipeline=Pipeline, PipelineState=PipelineState,
+              TCGen05Bar=TCGen05Bar, TMABar=TMABar, gb=gb, fa4=fa4, math=math, B200=B200, BLK=128, D=128,
+              CH=32, TMEM_COLS=512, STAGES2=4, TILE_BYTES=128 * 128 * 2, S_LOAD=64,
+              REGS_SOFT2=176, REGS_CORR2=96, REGS_OTHER2=64)
+    ns["ROW"] = TileLayout(S[(128, 128) : (1 @ tid_in_wg, 1)])
+    ns["ROW_CH"] = TileLayout(S[(128, 32) : (1 @ tid_in_wg, 1)])
+    ns["exp2_poly"] = lambda x: T.cuda.func_call(fa4.EXP2_FUNC, x, source_code=fa4.exp2_cuda_source(),
+                                                  return_type="float32")
+    make = gg.load_factory("11B-fa4-blackwell", "make_fa4_full", ns)
+    with pytest.raises(fa4.FA4CallError, match="256"):
+        make(1, 8, 2, 384, "float16", True)
+    k = gb.build(make(1, 8, 2, 512, "float16", True, ctas=5), name="fa4_full_test")
+    assert lint.lint(k.ptx) == [], lint.report(k.ptx)
+    assert gg.tmem_columns(k) == {"alloc": [512], "dealloc": [512]}
+    assert k.dynamic_smem == sum(fa4.smem_plan(4, q_tiles=2).values()) and k.spill_instructions == 0
+    assert k.launches[0].block == (512,) and k.launches[0].grid == (5,) and k.registers == 128
+    assert gg.setmaxnreg_values(k.ptx) in ({"dec": [64, 96], "inc": [176]}, {"dec": [96, 64], "inc": [176]})
+    assert len(re.findall(r"UTCHMMA\s+gdesc\[", k.sass)) == 32 and len(re.findall(r"UTCHMMA\s+tmem\[", k.sass)) == 16
+    assert "LDTM.x128" not in k.sass and k.sass_counts["LDTM"] == k.ptx_counts["tcgen05.ld"]
+    assert len(re.findall(r"mbarrier\.init", k.ptx)) == 23
