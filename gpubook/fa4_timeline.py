@@ -158,11 +158,14 @@ def _rescale_table(rescale: Sequence[Sequence[bool]] | None, tiles: int, n_kv: i
 
 def simulate(n_kv: int, two_q_tiles: bool = True, mma: float = MMA_CYCLES, softmax: float = 1000,
              alpha_frac: float = 0.3, corr: float = 300, corr_skip: float = 40, epi: float = 600,
-             wake: float = 100, rescale: Sequence[Sequence[bool]] | None = None) -> Timeline:
+             wake: float = 100, rescale: Sequence[Sequence[bool]] | None = None,
+             pv_wait: bool = True) -> Timeline:
     """The schedule of one work tile of `n_kv` KV blocks, in cycles (module docstring: the rules).
 
     `rescale[i][j]`: whether block j of Q tile i must rescale O (one list for the one-tile
-    kernel, two for the two-tile kernel; entries for j = 0 are ignored).
+    kernel, two for the two-tile kernel; entries for j = 0 are ignored). `pv_wait=False`
+    drops the MMA warp's wait for the P V that reads the columns a Q K^T overwrites (FA4's
+    published order, which leans on the tensor core executing the two in issue order).
     """
     if n_kv < 1:
         raise ValueError("n_kv must be at least 1")
@@ -171,7 +174,7 @@ def simulate(n_kv: int, two_q_tiles: bool = True, mma: float = MMA_CYCLES, softm
     if min(mma, softmax, corr, corr_skip, epi, wake) < 0:
         raise ValueError("durations must not be negative")
     params = dict(mma=mma, softmax=softmax, alpha_frac=alpha_frac, corr=corr, corr_skip=corr_skip,
-                  epi=epi, wake=wake)
+                  epi=epi, wake=wake, pv_wait=pv_wait)
     if two_q_tiles:
         return _two_tiles(n_kv, _rescale_table(rescale, 2, n_kv), params)
     return _one_tile(n_kv, _rescale_table(rescale, 1, n_kv), params)
@@ -183,7 +186,7 @@ def _two_tiles(n: int, rescale: list[list[bool]], p: dict[str, Any]) -> Timeline
     wake = p["wake"]
 
     def qk(i: int, j: int) -> None:
-        tc.add(f"QK{i}({j})", p["mma"], [(f"PV{i}({j - 1})", wake)] if j else [])
+        tc.add(f"QK{i}({j})", p["mma"], [(f"PV{i}({j - 1})", wake)] if j and p["pv_wait"] else [])
 
     qk(0, 0)
     qk(1, 0)
@@ -219,7 +222,7 @@ def _one_tile(n: int, rescale: list[list[bool]], p: dict[str, Any]) -> Timeline:
     for j in range(n):
         tc.add(f"PV({j})", p["mma"], [(f"corr({j})", 0.0)])
         if j + 2 < n:
-            tc.add(f"QK({j + 2})", p["mma"], [(f"PV({j})", wake)])
+            tc.add(f"QK({j + 2})", p["mma"], [(f"PV({j})", wake)] if p["pv_wait"] else [])
         soft.add(f"softmax({j})", p["softmax"], [(f"QK({j})", wake)],
                  marks={f"α({j})": p["alpha_frac"] * p["softmax"]})
         # the softmax corrects O itself, after P is computed and before it hands P over

@@ -258,3 +258,16 @@ def test_the_sweep_figure_draws_both_kernels():
     assert list(lines["sweep-one"].get_ydata()) == pytest.approx([100 * p.one_tile for p in pts])
     assert list(lines["sweep-two"].get_ydata()) == pytest.approx([100 * p.two_tiles for p in pts])
     assert "4 KV blocks" in fig.axes[0].get_xlabel()
+
+
+def test_dropping_the_pv_wait_lets_each_qk_follow_its_pv_at_once():
+    """FA4's published order: QK_i(j+1) is issued right behind PV_i(j), with no wake-up between."""
+    for two in (True, False):
+        waits = ft.simulate(8, two_q_tiles=two, softmax=300)
+        free = ft.simulate(8, two_q_tiles=two, softmax=300, pv_wait=False)
+        assert free.utilization > waits.utilization
+        pairs = ([(f"PV{i}({j})", f"QK{i}({j + 1})") for i in (0, 1) for j in range(7)] if two else
+                 [(f"PV({j})", f"QK({j + 2})") for j in range(6)])
+        for pv, qk in pairs:
+            assert waits.event(qk).start >= waits.event(pv).end + waits.params["wake"]
+        assert any(free.event(qk).start < free.event(pv).end + free.params["wake"] for pv, qk in pairs)
