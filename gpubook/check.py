@@ -101,6 +101,8 @@ def describe_record(rec: dict[str, Any]) -> str:
         s = f"passed on {run['gpu']}, {run['date']}"
         if rec.get("max_abs_error") is not None:
             s += f", max abs error {rec['max_abs_error']:.3g}"
+    elif rec["status"] in ("trapped", "race found"):      # the verdict a broken kernel must draw
+        s = f"{rec['status']} on {run['gpu']}, {run['date']}, as expected"
     else:
         s = f"{rec['status'].upper()} on {run['gpu']}, {run['date']}"
         msg = (rec.get("message") or "").strip().splitlines()
@@ -330,7 +332,11 @@ def check(
             what = ("it is expected to race, so only `python -m gpubook replay --sanitize` judges it, "
                     "and requires compute-sanitizer's racecheck to report a hazard"
                     + (f" matching /{expect_output}/" if expect_output else ""))
-        return CheckResult(name, "not run", facts=kernel.summary(),
+        from . import export, results
+
+        rec = results.newest(name, "check", chapter=export.current_chapter(),
+                             fingerprint=kernel.fingerprint, statuses=results.RAN_EXPECTED)
+        return CheckResult(name, "not run", facts=kernel.summary(), recorded=rec,
                            reason=f"compiled for {need} — not run here{where}: {what}")
     if why is not None:
         need = " or ".join(kernel.runs_on)

@@ -74,14 +74,20 @@ def latest(name: str, kind: str = "perf", chapter: str | None = None,
 RAN = ("passed", "failed", "timeout", "error", "measured")
 
 
+# ... and of a case expected to trap or race: its judgment is also a run.
+RAN_EXPECTED = RAN + ("trapped", "race found", "passed unexpectedly")
+
+
 def newest(name: str, kind: str = "check", chapter: str | None = None,
            fingerprint: str | None = None,
-           directory: Path | str | None = None) -> dict[str, Any] | None:
+           directory: Path | str | None = None, statuses: tuple[str, ...] = RAN) -> dict[str, Any] | None:
     """The newest case of that kernel that ran, whatever its verdict (a newer failure is not
-    hidden behind an older pass), or None. With `fingerprint`, only that exact kernel script."""
+    hidden behind an older pass), or None. With `fingerprint`, only that exact kernel script;
+    `statuses` are the verdicts that count as a run (RAN_EXPECTED for a case that expects a
+    trap or a race)."""
     found = [
         c for c in cases(directory)
-        if c["name"] == name and c["kind"] == kind and c["status"] in RAN
+        if c["name"] == name and c["kind"] == kind and c["status"] in statuses
         and (chapter is None or c["chapter"] == chapter)
         and (fingerprint is None or c.get("fingerprint") == fingerprint)
     ]

@@ -12,6 +12,8 @@ from gpubook import gemm as gg
 
 APPENDIX = "D-debugging-async"
 TQ, TKV, TSTAGES = 128, 32, 4
+COMMIT = 32                      # a tcgen05.commit becomes one arrival from each lane of the MMA warp
+COMMITTED = ("q_empty", "s_full", "pv_done")   # the barriers a commit arrives on, besides the ring's empty
 # The names the two factories spell differently for the same thing.
 RENAMES = {"BLK": "TQ", "STAGES2": "TSTAGES"}
 BARRIER_OP = re.compile(r"\b((?:ring\.)?[a-z_]+)\.(wait|arrive|init)\(((?:[^()]|\((?:[^()]|\([^()]*\))*\))*)\)")
@@ -45,7 +47,10 @@ def test_the_twin_declares_the_full_kernels_barriers_with_the_same_counts():
     twin = gg.chapter_source(APPENDIX, "make_fa4_twin")
     assert declarations(twin) == declarations(full)
     inits = lambda src: [o for o in ops(src) if o[1] == "init"]
-    assert inits(twin) == inits(full) and len(inits(twin)) == 8      # + the ring's two, inside Pipeline
+    expected = [(name, op, "COMMIT" if name in COMMITTED else args) for name, op, args in inits(full)]
+    assert [o[2] for o in inits(full) if o[0] in COMMITTED] == ["1", "1", "1"]
+    assert inits(twin) == expected and len(inits(twin)) == 8      # + the ring's two, inside Pipeline
+    assert 'empty="tcgen05")' in full and 'empty="mbar", init_empty=COMMIT)' in twin
 
 
 def test_the_twin_waits_and_arrives_as_the_full_kernel_does():
@@ -76,7 +81,8 @@ def _twin_namespace():
 
     import gpubook as gb
     return dict(T=T, Tx=Tx, MBarrier=MBarrier, Pipeline=Pipeline, PipelineState=PipelineState,
-                TMABar=TMABar, gb=gb, fa4=fa4, math=math, torch=torch, TQ=TQ, TKV=TKV, TSTAGES=TSTAGES)
+                TMABar=TMABar, gb=gb, fa4=fa4, math=math, torch=torch, TQ=TQ, TKV=TKV, TSTAGES=TSTAGES,
+                COMMIT=COMMIT)
 
 
 @pytest.mark.parametrize("case", [(1, 2, 1, 256, "float16", True, 32, True),

@@ -104,3 +104,20 @@ def test_results_newest_ignores_cases_a_replay_could_not_run(vadd, tmp_path):
            "cases": [record(vadd, status="not runnable")]}
     (tmp_path / "r.json").write_text(json.dumps(doc))
     assert results.newest("vadd", directory=tmp_path) is None
+
+
+@pytest.mark.parametrize("expect, status", [("race", "race found"), ("trap", "trapped")])
+def test_a_broken_kernel_names_the_replay_that_judged_it(vadd, tmp_path, monkeypatch, expect, status):
+    judged = record(vadd, status=status, max_abs_error=None, max_rel_error=None, expect=expect,
+                    sanitizer={"memcheck": "clean", "racecheck": "1 error: Race reported ..."}
+                    if expect == "race" else None)
+    write_results(tmp_path, monkeypatch, [judged])
+    lines = repr(gb.check(vadd, args(), ref=add, expect=expect)).splitlines()
+    assert f"to {expect}" in lines[0]
+    assert lines[1].startswith(f"  same kernel replayed: {status} on NVIDIA H200, 2026-11-30, as expected")
+    write_results(tmp_path, monkeypatch, [dict(judged, status="failed", message="expected a race; racecheck "
+                                              "reported no hazard")])
+    text = repr(gb.check(vadd, args(), ref=add, expect=expect))
+    assert "same kernel replayed: FAILED on NVIDIA H200, 2026-11-30: expected a race" in text
+    write_results(tmp_path, monkeypatch, [])
+    assert "no replay of this exact kernel is recorded yet" in repr(gb.check(vadd, args(), ref=add, expect=expect))
