@@ -14,6 +14,7 @@ import http.server
 import io
 import re
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -86,6 +87,10 @@ class Session:
                 f"try {{ localStorage.setItem('mode', '{theme}'); localStorage.setItem('theme', '{theme}'); }} catch (e) {{}}"
             )
         self.record_failures = True
+        self.in_flight: set[object] = set()
+        self.context.on("request", lambda r: self.in_flight.add(r))
+        self.context.on("requestfinished", lambda r: self.in_flight.discard(r))
+        self.context.on("requestfailed", lambda r: self.in_flight.discard(r))
         self.context.route("**/*", self._route)
 
     def _route(self, route: object) -> None:
@@ -98,6 +103,8 @@ class Session:
             route.continue_()
 
     def open(self, path: str, wait: str = "networkidle") -> object:
+        """`path` in a new page, once it has loaded (`wait`: a Playwright load state, or
+        "settled": the load event, then until no request is in flight, see ``settle``)."""
         page = self.context.new_page()
         page.on("console", lambda m: self.errors.append(f"{path}: console.{m.type}: {m.text}")
                 if m.type == "error" and self.record_failures else None)
@@ -106,12 +113,30 @@ class Session:
                 if r.status >= 400 and self.record_failures else None)
         page.on("requestfailed", lambda r: None if urlparse(r.url).hostname not in LOCAL_HOSTS
                 else self.failed.append(f"{path}: failed {r.url} ({r.failure})"))
-        response = page.goto(urljoin(self.base, path), wait_until=wait)
+        response = page.goto(urljoin(self.base, path), wait_until="load" if wait == "settled" else wait)
         assert response is not None and response.status == 200, f"{path}: HTTP {response and response.status}"
+        if wait == "settled":
+            self.settle(page)
         wait_for_math(page)
         return page
 
+    def settle(self, page: object, timeout: float = 15.0) -> None:
+        """Wait until no request of the session is in flight and the page's fonts have loaded:
+        what "networkidle" waits for, without its fixed 500 ms of quiet."""
+        end = time.monotonic() + timeout
+        while True:
+            page.evaluate("() => document.fonts.ready.then(() => true)")
+            if not self.in_flight:
+                return
+            assert time.monotonic() < end, f"requests still in flight: {[r.url for r in self.in_flight]}"
+            page.wait_for_timeout(20)  # lets Playwright deliver the requests' events
+
     def assert_clean(self) -> None:
+        """Nothing off localhost, no failed request, no JavaScript error: every request the
+        session has started is answered first."""
+        open_pages = [p for p in self.context.pages if not p.is_closed()]
+        if open_pages:
+            self.settle(open_pages[0])
         assert not self.external, f"requests left localhost: {self.external}"
         assert not self.failed, f"failed local requests: {self.failed}"
         assert not self.errors, "JavaScript errors:\n" + "\n".join(self.errors)
@@ -125,6 +150,80 @@ def session(browser: object, served_book: str) -> Iterator[Session]:
     s = Session(browser, served_book)
     yield s
     s.close()
+
+
+class SharedPages:
+    """One checked session (``Session``'s keywords) whose pages stay open: each path is loaded
+    once and shared by every test that reads it, instead of a new page and load per test.
+
+    A test that changes a shared page wraps the change in ``restored(page)``, which puts back
+    the dropdowns, the colour mode, print emulation, focus and scroll as they were.
+    """
+
+    def __init__(self, browser: object, base: str, **kw: object):
+        self.session = Session(browser, base, **kw)
+        self._pages: dict[str, object] = {}
+        self._loaded: dict[str, float] = {}
+
+    def page(self, path: str) -> object:
+        """`path` loaded (once) in the shared session, brought to the front: a page in the
+        background gets no animation frames, focus or key events."""
+        page = self._pages.get(path)
+        if page is None or page.is_closed():
+            page = self._pages[path] = self.session.open(path)
+            self._loaded[path] = time.monotonic()
+        page.bring_to_front()
+        return page
+
+    def open_for(self, path: str, seconds: float) -> object:
+        """`path` as ``page`` gives it, once it has been open for at least `seconds`."""
+        page = self.page(path)
+        left = seconds - (time.monotonic() - self._loaded[path])
+        if left > 0:
+            page.wait_for_timeout(1000 * left)
+        return page
+
+    def assert_clean(self) -> None:
+        self.session.assert_clean()
+
+    def close(self) -> None:
+        self.session.close()
+
+
+@contextmanager
+def restored(page: object) -> Iterator[object]:
+    """A ``with`` block that may open the dropdowns of a shared page, switch its colour mode,
+    emulate print, move focus or scroll: on leaving, the page is put back as it was."""
+    state = page.evaluate("""() => ({open: [...document.querySelectorAll('details')].map(d => d.open),
+        mode: localStorage.getItem('mode'), theme: document.documentElement.dataset.theme,
+        x: window.scrollX, y: window.scrollY})""")
+    try:
+        yield page
+    finally:
+        page.emulate_media(media="null")
+        now = page.evaluate("() => [localStorage.getItem('mode'), document.documentElement.dataset.theme]")
+        if now != [state["mode"], state["theme"]]:
+            set_theme(page, state["mode"] or "auto")
+        page.evaluate("""s => {
+            document.querySelectorAll('details').forEach((d, i) => { if (i < s.open.length) d.open = s.open[i]; });
+            if (document.activeElement) document.activeElement.blur();
+            window.scrollTo(s.x, s.y);
+        }""", state)
+        assert page.evaluate("() => document.documentElement.dataset.theme") == state["theme"], \
+            "the shared page did not return to its colour mode"
+
+
+@pytest.fixture(scope="module")
+def shared_pages(browser: object, served_book: str) -> Iterator[SharedPages]:
+    """The book's pages at 1280 x 900, each loaded once for the test module (``SharedPages``);
+    on leaving the module the session is checked: nothing off localhost, no failed request,
+    no JavaScript error."""
+    shared = SharedPages(browser, served_book)
+    try:
+        yield shared
+        shared.assert_clean()
+    finally:
+        shared.close()
 
 
 @pytest.fixture(scope="session")
@@ -161,11 +260,19 @@ def wait_for_math(page: object) -> None:
 
 
 def set_theme(page: object, theme: str) -> None:
-    """Pick a colour mode with the theme's own switcher, as a reader would."""
+    """Pick a colour mode with the theme's own switcher, as a reader would ('auto' follows the
+    system), and wait until the page shows it with every colour transition finished."""
     page.click(".theme-switch-button")
     page.click(f".theme-change-button[data-mode='{theme}']")
-    page.wait_for_function(f"() => document.documentElement.dataset.theme === '{theme}'")
-    page.wait_for_timeout(150)  # transitions
+    page.wait_for_function("t => t === 'auto' ? localStorage.getItem('mode') === 'auto'"
+                           " : document.documentElement.dataset.theme === t", arg=theme)
+    wait_for_transitions(page)
+
+
+def wait_for_transitions(page: object) -> None:
+    """Wait until no finite CSS transition or animation of the page (or frame) is still running."""
+    page.wait_for_function("""() => document.getAnimations().every(a => a.playState !== 'running'
+        || a.effect === null || a.effect.getComputedTiming().endTime === Infinity)""", timeout=5000)
 
 
 # -- colour arithmetic for the screenshot checks ---------------------------------------------------
@@ -218,7 +325,7 @@ def open_demo(browser: object, base: str, name: str, theme: str | None = "light"
     """A demo opened on its own page (``?theme=`` picks its colours; None leaves it to the
     system), in a fresh checked session. `base` is ``served_book`` or ``demo_site``."""
     s = Session(browser, base, width=width, height=height, touch=touch)
-    page = s.open(f"_static/demos/{name}.html" + (f"?theme={theme}" if theme else ""))
+    page = s.open(f"_static/demos/{name}.html" + (f"?theme={theme}" if theme else ""), wait="settled")
     return s, page
 
 
@@ -274,8 +381,8 @@ def opened_demo(browser: object, base: str, name: str, **kw: object) -> Iterator
     s, page = open_demo(browser, base, name, **kw)
     try:
         yield page
-        page.close()
         s.assert_clean()
+        page.close()
     finally:
         s.close()
 

@@ -22,8 +22,9 @@ from urllib.parse import unquote, urljoin, urlparse
 import pytest
 
 from browser_support import (  # noqa: F401 - fixtures are used by name
-    BROWSER_MARKS, CHROMIUM, LOCAL_HOSTS, ROOT, THEMES, Session, _luminance, browser, chapters, contrast,
-    css_luminance, image_contrast, opened_demo, pages, session, set_theme, shots, sideways_overflow, wait_for_math,
+    BROWSER_MARKS, CHROMIUM, LOCAL_HOSTS, ROOT, THEMES, Session, SharedPages, _luminance, browser, chapters,
+    contrast, css_luminance, image_contrast, opened_demo, pages, restored, session, set_theme, shared_pages, shots,
+    sideways_overflow, wait_for_math, wait_for_transitions,
 )
 
 pytestmark = BROWSER_MARKS
@@ -54,21 +55,20 @@ def parse(path: Path) -> _Refs:
 
 
 # =================================================================================================
-def test_every_page_loads_offline_without_errors(session: Session, pages: list[str]) -> None:
+def test_every_page_loads_offline_without_errors(shared_pages: SharedPages, pages: list[str]) -> None:
     """HTTP 200, no console errors, no failed request, and no request to any other host."""
     for path in pages:
-        page = session.open(path)
+        page = shared_pages.page(path)
         assert page.title(), f"{path} has no title"
-        page.close()
-    session.assert_clean()
+    shared_pages.assert_clean()
 
 
-def test_math_renders_from_the_vendored_mathjax(session: Session, pages: list[str], built_book: Path) -> None:
+def test_math_renders_from_the_vendored_mathjax(shared_pages: SharedPages, pages: list[str], built_book: Path) -> None:
     with_math = [p for p in pages if 'class="math' in (built_book / p).read_text(encoding="utf-8")]
     if not with_math:
         pytest.skip("no page of the book has math yet")
     for path in with_math:
-        page = session.open(path)
+        page = shared_pages.page(path)
         src = page.evaluate("() => [...document.scripts].map(s => s.src).filter(s => /mathjax/i.test(s))")
         assert src and all(urlparse(s).hostname in LOCAL_HOSTS for s in src), src
         n_math = page.locator(".math").count()
@@ -77,8 +77,7 @@ def test_math_renders_from_the_vendored_mathjax(session: Session, pages: list[st
         # the TeX fonts arrived from the build, not a CDN
         fonts = page.evaluate("() => [...document.fonts].filter(f => f.status === 'loaded').map(f => f.family)")
         assert any("MJX" in f for f in fonts), f"{path}: MathJax fonts not loaded: {fonts}"
-        page.close()
-    session.assert_clean()
+    shared_pages.assert_clean()
 
 
 def test_internal_links_and_anchors_resolve(built_book: Path, pages: list[str]) -> None:
@@ -113,53 +112,65 @@ def test_internal_links_and_anchors_resolve(built_book: Path, pages: list[str]) 
     assert not broken, "broken internal links:\n" + "\n".join(broken)
 
 
-def test_theme_switcher_and_figures_in_both_themes(session: Session, chapters: list[str], shots: Path) -> None:
+def test_theme_switcher_and_figures_in_both_themes(shared_pages: SharedPages, chapters: list[str], shots: Path) -> None:
     """The switcher flips light/dark; text and every figure keep their contrast in both."""
     for path in ["index.html", chapters[0]]:
-        page = session.open(path)
+        page = shared_pages.page(path)
         name = "index" if path == "index.html" else Path(path).stem
-        for theme in THEMES:
-            set_theme(page, theme)
-            page.screenshot(path=str(shots / f"{name}-{theme}.png"), full_page=True)
-            bg = page.evaluate("() => getComputedStyle(document.body).backgroundColor")
-            dark_bg = css_luminance(bg) < 0.2
-            assert dark_bg == (theme == "dark"), f"{path}: {theme} theme has background {bg}"
-        page.close()
+        with restored(page):
+            for theme in THEMES:
+                set_theme(page, theme)
+                page.screenshot(path=str(shots / f"{name}-{theme}.png"), full_page=True)
+                bg = page.evaluate("() => getComputedStyle(document.body).backgroundColor")
+                dark_bg = css_luminance(bg) < 0.2
+                assert dark_bg == (theme == "dark"), f"{path}: {theme} theme has background {bg}"
     # every figure of every chapter: cell images, figures, demos
     for path in chapters:
-        page = session.open(path)
-        page.evaluate("() => document.querySelectorAll('details').forEach(d => { d.open = true; })")
-        figures = page.locator(".cell_output img, figure img, figure svg, .gpubook-demo iframe")
-        for theme in THEMES:
-            set_theme(page, theme)
-            for i in range(figures.count()):
-                fig = figures.nth(i)
-                if not fig.is_visible():
-                    continue  # e.g. an output the chapter hides
-                fig.scroll_into_view_if_needed()
-                page.wait_for_timeout(100)
-                box = fig.bounding_box()
-                if not box or box["width"] < 8 or box["height"] < 8:
-                    continue
-                bg, ink, ratio = image_contrast(fig.screenshot())
-                assert ratio >= 3.0, (f"{path}: figure {i} in the {theme} theme: background luminance "
-                                      f"{bg:.2f}, ink {ink:.2f}, contrast {ratio:.1f} < 3")
-        page.close()
-    session.assert_clean()
+        page = shared_pages.page(path)
+        with restored(page):
+            page.evaluate("() => document.querySelectorAll('details').forEach(d => { d.open = true; })")
+            figures = page.locator(".cell_output img, figure img, figure svg, .gpubook-demo iframe")
+            for theme in THEMES:
+                set_theme(page, theme)
+                for i in range(figures.count()):
+                    fig = figures.nth(i)
+                    if not fig.is_visible():
+                        continue  # e.g. an output the chapter hides
+                    fig.scroll_into_view_if_needed()
+                    settle_figure(fig, theme)
+                    box = fig.bounding_box()
+                    if not box or box["width"] < 8 or box["height"] < 8:
+                        continue
+                    bg, ink, ratio = image_contrast(fig.screenshot())
+                    assert ratio >= 3.0, (f"{path}: figure {i} in the {theme} theme: background luminance "
+                                          f"{bg:.2f}, ink {ink:.2f}, contrast {ratio:.1f} < 3")
+    shared_pages.assert_clean()
 
 
-def test_search_finds_a_term_from_a_chapter(session: Session, chapters: list[str], built_book: Path) -> None:
+def settle_figure(fig: object, theme: str) -> None:
+    """Wait until a figure scrolled into view shows what a reader sees: an image fully decoded,
+    a demo's frame in `theme` with its colour transitions finished."""
+    tag = fig.evaluate("e => e.tagName.toLowerCase()")
+    if tag == "img":
+        fig.evaluate("i => i.complete && i.naturalWidth ? true : i.decode().then(() => true)")
+    elif tag == "iframe":
+        inner = fig.element_handle().content_frame()
+        inner.wait_for_function("t => document.documentElement.dataset.theme === t", arg=theme, timeout=2000)
+        wait_for_transitions(inner)
+
+
+def test_search_finds_a_term_from_a_chapter(shared_pages: SharedPages, chapters: list[str], built_book: Path) -> None:
     chapter = chapters[0]
     title = parse_title(built_book / chapter)
     words = sorted((w for w in re.findall(r"[A-Za-z]{5,}", title)), key=len, reverse=True)
     assert words, f"no searchable word in the title {title!r}"
     term = words[0].lower()
-    page = session.open(f"search.html?q={term}")
+    page = shared_pages.session.open(f"search.html?q={term}")
     page.wait_for_selector("#search-results ul.search li", timeout=20000)
     hits = page.eval_on_selector_all("#search-results ul.search li a", "els => els.map(e => e.href)")
     assert any(chapter in h for h in hits), f"searching {term!r} did not find {chapter}: {hits}"
     page.close()
-    session.assert_clean()
+    shared_pages.assert_clean()
 
 
 def parse_title(path: Path) -> str:
@@ -168,12 +179,12 @@ def parse_title(path: Path) -> str:
     return re.sub(r"<[^>]+>", "", m.group(1)).replace("#", "").strip()
 
 
-def test_each_chapter_downloads_its_notebook(session: Session, chapters: list[str], tmp_path: Path) -> None:
+def test_each_chapter_downloads_its_notebook(shared_pages: SharedPages, chapters: list[str], tmp_path: Path) -> None:
     """The download link yields the chapter's paired notebook: valid nbformat, same cells as notebooks/."""
     import nbformat
 
     for path in chapters:
-        page = session.open(path)
+        page = shared_pages.page(path)
         link = page.locator("a.gpubook-download")
         assert link.count() == 1, f"{path}: no notebook download link"
         with page.expect_download() as info:
@@ -187,14 +198,13 @@ def test_each_chapter_downloads_its_notebook(session: Session, chapters: list[st
         paired = nbformat.read(str(ROOT / "notebooks" / local.name), as_version=4)
         assert [c.source for c in nb.cells] == [c.source for c in paired.cells], f"{path}: not its paired notebook"
         assert Path(path).stem == local.stem
-        page.close()
-    session.assert_clean()
+    shared_pages.assert_clean()
 
 
-def test_runs_on_badge_matches_the_kernels(session: Session, chapters: list[str]) -> None:
+def test_runs_on_badge_matches_the_kernels(shared_pages: SharedPages, chapters: list[str]) -> None:
     """The badge under each chapter's title agrees with the compile reports on the page."""
     for path in chapters:
-        page = session.open(path)
+        page = shared_pages.page(path)
         badge = page.locator("h1 + .gpubook-pagebar .gpubook-badge, h1 ~ .gpubook-pagebar .gpubook-badge")
         assert badge.count() == 1, f"{path}: no Runs-on badge under the title"
         tier = badge.get_attribute("data-tier")
@@ -214,8 +224,7 @@ def test_runs_on_badge_matches_the_kernels(session: Session, chapters: list[str]
             expected = "B200 only"
         assert tier == expected, f"{path}: badge says {tier!r}, its kernels say {expected!r} ({reports})"
         assert badge.is_visible()
-        page.close()
-    session.assert_clean()
+    shared_pages.assert_clean()
 
 
 def test_code_cells_have_a_working_copy_button(browser: object, served_book: str, chapters: list[str]) -> None:
@@ -238,27 +247,33 @@ def test_code_cells_have_a_working_copy_button(browser: object, served_book: str
         s.close()
 
 
-def test_answers_are_collapsed_until_opened(session: Session, chapters: list[str]) -> None:
+def test_answers_are_collapsed_until_opened(shared_pages: SharedPages, chapters: list[str]) -> None:
+    # the shared pages are as loaded: every test that opens a dropdown closes it again (restored)
     seen = 0
     for path in chapters:
-        page = session.open(path)
-        drops = page.locator("details.sd-dropdown")
-        for i in range(drops.count()):
-            d = drops.nth(i)
-            assert d.get_attribute("open") is None, f"{path}: dropdown {i} is open on load"
-            body = d.locator(".sd-summary-content")
-            assert not body.is_visible(), f"{path}: the answer in dropdown {i} shows before it is opened"
-            d.locator("summary").click()
-            assert body.is_visible()
-            seen += 1
-        page.close()
-    session.assert_clean()
+        page = shared_pages.page(path)
+        with restored(page):
+            drops = page.locator("details.sd-dropdown")
+            for i in range(drops.count()):
+                d = drops.nth(i)
+                assert d.get_attribute("open") is None, f"{path}: dropdown {i} is open on load"
+                body = d.locator(".sd-summary-content")
+                assert not body.is_visible(), f"{path}: the answer in dropdown {i} shows before it is opened"
+                d.locator("summary").click()
+                assert body.is_visible()
+                seen += 1
+    shared_pages.assert_clean()
     if not seen:
         pytest.skip("no chapter has exercise dropdowns yet")
 
 
-def test_print_stylesheet_keeps_code_and_figures(session: Session, chapters: list[str], shots: Path) -> None:
-    page = session.open(chapters[0])
+def test_print_stylesheet_keeps_code_and_figures(shared_pages: SharedPages, chapters: list[str], shots: Path) -> None:
+    with restored(shared_pages.page(chapters[0])) as page:
+        check_print_stylesheet(page, chapters[0], shots)
+    shared_pages.assert_clean()
+
+
+def check_print_stylesheet(page: object, chapter: str, shots: Path) -> None:
     page.emulate_media(media="print")
     hidden = page.evaluate("""() => ['.bd-header', '.bd-sidebar-primary', '.bd-sidebar-secondary']
         .map(s => document.querySelector(s)).filter(Boolean)
@@ -273,10 +288,8 @@ def test_print_stylesheet_keeps_code_and_figures(session: Session, chapters: lis
         .filter(e => e.getBoundingClientRect().right > document.querySelector('article').getBoundingClientRect().left + {article_w} + 1)
         .map(e => e.tagName)""")
     assert not wide, f"printed elements run past the page: {wide}"
-    pdf = page.pdf(path=str(shots / f"{Path(chapters[0]).stem}-print.pdf"), format="A4")
+    pdf = page.pdf(path=str(shots / f"{Path(chapter).stem}-print.pdf"), format="A4")
     assert pdf[:4] == b"%PDF" and len(pdf) > 5000
-    page.close()
-    session.assert_clean()
 
 
 # -- accessibility --------------------------------------------------------------------------------
@@ -349,7 +362,7 @@ def _figures_on(page: object) -> list[dict]:
                     rendered: i.getBoundingClientRect().width}}))""")
 
 
-def test_figures_are_readable_at_page_width(session: Session, chapters: list[str], built_book: Path) -> None:
+def test_figures_are_readable_at_page_width(shared_pages: SharedPages, chapters: list[str], built_book: Path) -> None:
     """At 1280 px every figure's smallest text is shown at 9 px or more.
 
     The figure records its smallest font, in pixels of the image, in the PNG itself
@@ -359,9 +372,11 @@ def test_figures_are_readable_at_page_width(session: Session, chapters: list[str
 
     seen, tiny, unmarked = 0, [], []
     for path in chapters:
-        page = session.open(path)
-        page.evaluate("() => document.querySelectorAll('details').forEach(d => { d.open = true; })")
-        for fig in _figures_on(page):
+        page = shared_pages.page(path)
+        with restored(page):
+            page.evaluate("() => document.querySelectorAll('details').forEach(d => { d.open = true; })")
+            figs = _figures_on(page)
+        for fig in figs:
             file = (built_book / path).parent / unquote(fig["src"])
             with Image.open(file) as im:
                 meta, natural = dict(im.text), im.size[0]
@@ -374,11 +389,10 @@ def test_figures_are_readable_at_page_width(session: Session, chapters: list[str
             if shown < MIN_RENDERED_FONT_PX:
                 tiny.append(f"{path}: {fig['alt']!r}: smallest text {shown:.1f} px "
                             f"({meta['gpubook:min-font-px']} px in a {natural} px image shown {fig['rendered']:.0f} px wide)")
-        page.close()
     assert seen, "no chapter shows a figure"
     assert not unmarked, "figures that do not record their font size:\n" + "\n".join(unmarked)
     assert not tiny, f"figures whose text is smaller than {MIN_RENDERED_FONT_PX} px at 1280 px:\n" + "\n".join(tiny)
-    session.assert_clean()
+    shared_pages.assert_clean()
 
 
 @pytest.mark.parametrize("width", [1280, 390])
@@ -432,7 +446,7 @@ def test_figures_open_at_full_size(browser: object, served_book: str, chapters: 
         s.close()
 
 
-def test_bookkeeping_cells_are_not_shown(session: Session, chapters: list[str]) -> None:
+def test_bookkeeping_cells_are_not_shown(shared_pages: SharedPages, chapters: list[str]) -> None:
     """A cell whose only job is to glue numbers into the prose shows no code on the page."""
     from bookkeeping import bookkeeping_cells, chapter_code_cells
 
@@ -448,7 +462,7 @@ def test_bookkeeping_cells_are_not_shown(session: Session, chapters: list[str]) 
         cells = chapter_code_cells(src)
         keep = set(bookkeeping_cells([c for c, _ in cells]))
         found += len(keep)
-        page = session.open(path)
+        page = shared_pages.page(path)
         visible = {norm(t) for t in page.evaluate(
             "() => [...document.querySelectorAll('article .cell_input pre')]"
             ".filter(e => e.offsetParent !== null).map(e => e.innerText)")}
@@ -458,14 +472,13 @@ def test_bookkeeping_cells_are_not_shown(session: Session, chapters: list[str]) 
                     shown.append(f"{path}: {code.strip().splitlines()[0][:80]}")
                 else:
                     matched += 1
-        page.close()
     assert found, "no chapter has a bookkeeping cell: the check would see nothing"
     assert matched, "no visible code cell matched its source: the comparison is broken"
     assert not shown, "bookkeeping (glue-only) cells are visible:\n" + "\n".join(shown)
-    session.assert_clean()
+    shared_pages.assert_clean()
 
 
-def test_dropdowns_are_readable_in_both_themes(session: Session, chapters: list[str]) -> None:
+def test_dropdowns_are_readable_in_both_themes(shared_pages: SharedPages, chapters: list[str]) -> None:
     """Every text inside an answer dropdown or a folded cell reaches 4.5:1 against its background."""
     js = """() => {
       const rgb = (s) => (s.match(/[\\d.]+/g) || []).map(Number);
@@ -490,19 +503,18 @@ def test_dropdowns_are_readable_in_both_themes(session: Session, chapters: list[
     }"""
     checked = 0
     for path in chapters:
-        page = session.open(path)
+        page = shared_pages.page(path)
         if not page.locator("details.sd-dropdown").count():
-            page.close()
             continue
-        for theme in THEMES:
-            set_theme(page, theme)
-            got = page.evaluate(js)
-            assert got["texts"] > 0
-            assert not got["low"], f"{path}, {theme}: low-contrast text in dropdowns:\n" + "\n".join(got["low"])
-            checked += 1
-        page.close()
+        with restored(page):
+            for theme in THEMES:
+                set_theme(page, theme)
+                got = page.evaluate(js)
+                assert got["texts"] > 0
+                assert not got["low"], f"{path}, {theme}: low-contrast text in dropdowns:\n" + "\n".join(got["low"])
+                checked += 1
     assert checked, "no chapter has a dropdown"
-    session.assert_clean()
+    shared_pages.assert_clean()
 
 
 @pytest.mark.parametrize("width", [1280, 390])
@@ -545,72 +557,76 @@ def test_the_verification_appendix_fits_and_links_each_chapter(browser: object, 
         s.close()
 
 
-def test_build_has_a_favicon_and_no_theme_templates(session: Session, built_book: Path) -> None:
+def test_build_has_a_favicon_and_no_theme_templates(shared_pages: SharedPages, built_book: Path) -> None:
     """The tab shows the book's icon (no request for a missing /favicon.ico), and the theme's
     template macros are not published as a page."""
     assert not (built_book / "_static" / "webpack-macros.html").exists()
     assert not list(built_book.rglob("webpack-macros.html"))
-    page = session.open("index.html")
+    page = shared_pages.page("index.html")
     icons = page.evaluate("() => [...document.querySelectorAll('link[rel~=icon]')].map(l => l.href)")
     assert icons, "no favicon link"
     for href in icons:
         got = page.request.get(href)
         assert got.ok and got.headers["content-type"].startswith("image/"), href
-    page.close()
-    session.assert_clean()
+    shared_pages.assert_clean()
 
 
-def test_code_and_demos_are_keyboard_reachable(session: Session, chapters: list[str]) -> None:
+def test_code_and_demos_are_keyboard_reachable(shared_pages: SharedPages, chapters: list[str]) -> None:
     """Tab reaches every scrollable code block and every embedded demo of the chapters."""
     for path in chapters:
-        page = session.open(path)
-        page.wait_for_timeout(400)  # the theme makes scrollable blocks focusable after load
-        unreachable = page.evaluate("""() => [...document.querySelectorAll('article pre, article .cell_output')]
-            .filter(e => e.scrollWidth > e.clientWidth || e.scrollHeight > e.clientHeight)
-            .filter(e => e.tabIndex < 0 && !e.closest('[tabindex="0"]'))
-            .map(e => e.textContent.slice(0, 60))""")
-        assert not unreachable, f"{path}: scrollable blocks the keyboard cannot reach: {unreachable}"
-        frames = page.locator(".gpubook-demo iframe")
-        for i in range(frames.count()):
-            frame_el = frames.nth(i)
-            # tab from the element just before the demo until the focus enters its frame
-            frame_el.evaluate("f => { const b = document.createElement('button'); b.id = 'probe-before';"
-                              " b.textContent = 'probe'; f.before(b); }")
-            page.focus("#probe-before")
+        # the theme makes scrollable blocks focusable after load (300 ms after the last change)
+        with restored(shared_pages.open_for(path, 0.4)) as page:
+            check_keyboard_reach(page, path)
+    shared_pages.assert_clean()
+
+
+def check_keyboard_reach(page: object, path: str) -> None:
+    """Tab reaches every scrollable code block and every embedded demo of one chapter page."""
+    unreachable = page.evaluate("""() => [...document.querySelectorAll('article pre, article .cell_output')]
+        .filter(e => e.scrollWidth > e.clientWidth || e.scrollHeight > e.clientHeight)
+        .filter(e => e.tabIndex < 0 && !e.closest('[tabindex="0"]'))
+        .map(e => e.textContent.slice(0, 60))""")
+    assert not unreachable, f"{path}: scrollable blocks the keyboard cannot reach: {unreachable}"
+    frames = page.locator(".gpubook-demo iframe")
+    for i in range(frames.count()):
+        frame_el = frames.nth(i)
+        # tab from the element just before the demo until the focus enters its frame
+        frame_el.evaluate("f => { const b = document.createElement('button'); b.id = 'probe-before';"
+                          " b.textContent = 'probe'; f.before(b); }")
+        page.focus("#probe-before")
+        page.keyboard.press("Tab")
+        inner = frame_el.element_handle().content_frame()
+        inside = inner.evaluate("() => document.hasFocus() && document.activeElement !== document.body"
+                                " ? document.activeElement.outerHTML.slice(0, 80) : null")
+        if inside is None:  # the frame itself takes the first Tab
             page.keyboard.press("Tab")
-            inner = frame_el.element_handle().content_frame()
-            inside = inner.evaluate("() => document.hasFocus() && document.activeElement !== document.body"
-                                    " ? document.activeElement.outerHTML.slice(0, 80) : null")
-            if inside is None:  # the frame itself takes the first Tab
-                page.keyboard.press("Tab")
-                inside = inner.evaluate("() => document.activeElement.outerHTML.slice(0, 80)")
-            assert inside and "<body" not in inside, f"{path}: Tab does not enter demo {i}"
-            page.evaluate("() => document.getElementById('probe-before').remove()")
-        page.close()
-    session.assert_clean()
+            inside = inner.evaluate("() => document.activeElement.outerHTML.slice(0, 80)")
+        assert inside and "<body" not in inside, f"{path}: Tab does not enter demo {i}"
+        page.evaluate("() => document.getElementById('probe-before').remove()")
 
 
 # -- the demos ------------------------------------------------------------------------------------
 # Each demo has its own test file (tests/test_demo_<name>.py); what every demo must do is here.
 
 
-def test_embedded_demos_follow_the_book_theme(session: Session, chapters: list[str]) -> None:
+def test_embedded_demos_follow_the_book_theme(shared_pages: SharedPages, chapters: list[str]) -> None:
     embedded = 0
     for path in chapters:
-        page = session.open(path)
+        page = shared_pages.page(path)
         frames = page.locator(".gpubook-demo iframe")
         for i in range(frames.count()):
             el = frames.nth(i)
             assert el.get_attribute("title"), f"{path}: demo frame {i} has no title"
             assert el.bounding_box()["height"] > 300, f"{path}: demo frame {i} is not sized to its content"
             inner = el.element_handle().content_frame()
-            for theme in THEMES:
-                set_theme(page, theme)
-                page.wait_for_timeout(100)
-                assert inner.evaluate("() => document.documentElement.dataset.theme") == theme
+            with restored(page):
+                for theme in THEMES:
+                    set_theme(page, theme)
+                    inner.wait_for_function("t => document.documentElement.dataset.theme === t", arg=theme,
+                                            timeout=1000)
+                    assert inner.evaluate("() => document.documentElement.dataset.theme") == theme
             embedded += 1
-        page.close()
-    session.assert_clean()
+    shared_pages.assert_clean()
     if not embedded:
         pytest.skip("no chapter embeds a demo yet")
 

@@ -149,15 +149,32 @@ def page(browser: object, demo_site: str) -> Iterator[object]:
 BUTTONS = {"producer": "#act-producer", "tma": "#act-tma", "c0": "#act-c0", "c1": "#act-c1"}
 
 
+FIELDS = ("full-phase", "full-pending", "full-tx", "empty-phase", "empty-pending")
+
+
 def shown(page: object) -> dict:
-    """The state the page publishes, and what its stage cards display."""
-    state = json.loads(page.get_attribute("body", "data-state"))
+    """The state the page publishes, what its stage cards display and the producer's stage and
+    parity, read in one round trip (every element named must be there exactly once)."""
+    got = page.evaluate("""fields => {
+        const one = (root, sel) => [...root.querySelectorAll(sel)];
+        const body = one(document, 'body'), prod = one(document, '#actor-producer');
+        const state = JSON.parse(body[0].dataset.state);
+        const cards = [];
+        for (let i = 0; i < state.depth; i++) {
+            const card = one(document, `#stage-${i}`);
+            cards.push(card.length !== 1 ? null
+                : Object.fromEntries(fields.map(f => [f, one(card[0], `[data-field='${f}']`).map(e => e.innerText)])));
+        }
+        return {state: body[0].getAttribute('data-state'), cards,
+                producer: prod.map(e => [e.getAttribute('data-stage'), e.getAttribute('data-parity')])};
+    }""", list(FIELDS))
     cards = []
-    for i in range(state["depth"]):
-        card = page.locator(f"#stage-{i}")
-        cards.append({f: int(card.locator(f"[data-field='{f}']").inner_text())
-                      for f in ("full-phase", "full-pending", "full-tx", "empty-phase", "empty-pending")})
-    return {"state": state, "cards": cards}
+    for i, card in enumerate(got["cards"]):
+        assert card is not None, f"stage {i} has no card (or more than one)"
+        assert all(len(v) == 1 for v in card.values()), f"stage {i}: {card}"
+        cards.append({f: int(v[0]) for f, v in card.items()})
+    assert len(got["producer"]) == 1, "no producer (or more than one)"
+    return {"state": json.loads(got["state"]), "cards": cards, "producer": got["producer"][0]}
 
 
 def assert_matches(page: object, ring: Ring) -> None:
@@ -168,10 +185,10 @@ def assert_matches(page: object, ring: Ring) -> None:
         assert card == {"full-phase": f.phase, "full-pending": f.pending, "full-tx": f.tx,
                         "empty-phase": e.phase, "empty-pending": e.pending}, f"stage {i}"
     p = ring.producer
-    prod = page.locator("#actor-producer")
     if p < TILES:
-        assert prod.get_attribute("data-stage") == str(p % ring.depth)
-        assert prod.get_attribute("data-parity") == str(ring.producer_parity())
+        stage, parity = got["producer"]
+        assert stage == str(p % ring.depth)
+        assert parity == str(ring.producer_parity())
 
 
 @pytest.mark.parametrize("depth", [1, 2, 3, 4])
