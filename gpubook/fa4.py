@@ -215,7 +215,7 @@ def simulate(q: Any, k: Any, v: Any, causal: bool, q_tiles: int = 1) -> tuple[An
             vv = v[b, h // ratio].double().numpy()
             for qt in range(S // BLK):
                 rows = slice(qt * BLK, qt * BLK + BLK)
-                n_kv = (qt + 1 if q_tiles == 1 else 2 * (qt // 2) + 2) if causal else S // BLK
+                n_kv = (qt + 1 if causal else S // BLK) if q_tiles == 1 else kv_blocks(qt // 2, S, causal)
                 m = np.zeros(BLK, np.float32)
                 l = np.zeros(BLK)
                 acc = np.zeros((BLK, d))
@@ -290,21 +290,35 @@ def kv_blocks(m: int, seqlen: int, causal: bool) -> int:
     return 2 * m + 2 if causal else seqlen // BLK
 
 
+def _static_slots(batch: int, heads: int, seqlen: int, causal: bool, ctas: int,
+                  order: str | None) -> list[Any]:
+    """Chapter 7's static persistent schedule of the work tiles, each costing its KV blocks:
+    CTA c takes tiles c, c + G, c + 2 G, ... with G = min(ctas, tiles), as the kernel does."""
+    from .schedule import static
+
+    tiles = batch * heads * (seqlen // (2 * BLK))
+    costs = [kv_blocks(work_tile(t, batch, heads, seqlen, causal, order)[2], seqlen, causal)
+             for t in range(tiles)]
+    return static(costs, min(ctas, tiles))
+
+
 def schedule(batch: int, heads: int, seqlen: int, causal: bool, ctas: int,
              order: str | None = None) -> list[list[tuple[int, int, int]]]:
-    """The work tiles of each persistent CTA, in the order it serves them: CTA c takes tiles
-    c, c + G, c + 2 G, ... with G = min(ctas, tiles), as the kernel does."""
-    tiles = batch * heads * (seqlen // (2 * BLK))
-    grid = min(ctas, tiles)
-    return [[work_tile(t, batch, heads, seqlen, causal, order) for t in range(c, tiles, grid)]
-            for c in range(grid)]
+    """The work tiles (b, h, m) of each persistent CTA, in the order it serves them."""
+    per_cta: dict[int, list[tuple[int, int, int]]] = {}
+    for slot in _static_slots(batch, heads, seqlen, causal, ctas, order):
+        per_cta.setdefault(slot.worker, []).append(work_tile(slot.tile, batch, heads, seqlen, causal, order))
+    return [per_cta[c] for c in sorted(per_cta)]
 
 
 def cta_blocks(batch: int, heads: int, seqlen: int, causal: bool, ctas: int,
                order: str | None = None) -> list[int]:
-    """KV blocks each CTA walks over the whole launch: its share of the work."""
-    return [sum(kv_blocks(m, seqlen, causal) for _, _, m in tiles)
-            for tiles in schedule(batch, heads, seqlen, causal, ctas, order)]
+    """KV blocks each CTA walks over the whole launch: its share of the work (when its last
+    work tile ends, in units of one KV block)."""
+    last: dict[int, float] = {}
+    for slot in _static_slots(batch, heads, seqlen, causal, ctas, order):
+        last[slot.worker] = max(last.get(slot.worker, 0.0), slot.end)
+    return [int(last[c]) for c in sorted(last)]
 
 
 # -- performance -------------------------------------------------------------------------------------
