@@ -1,4 +1,4 @@
-"""Command line: `python -m gpubook export OUT`, `export-selftest OUT`, `replay OUT`."""
+"""Command line: `python -m gpubook export OUT`, `export-selftest OUT`, `replay OUT`, `simulate OUT`."""
 
 from __future__ import annotations
 
@@ -24,6 +24,21 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--only", default=None, help="regex on case names")
     r.add_argument("--jobs", type=int, default=1,
                    help="check cases run this many at a time (timed cases always one at a time)")
+    s = sub.add_parser("simulate", help="run the exported Blackwell-only checks on the CPU in NumSim, "
+                       "with synccheck and racecheck, and write a results file")
+    s.add_argument("out", type=Path)
+    s.add_argument("--results", type=Path, default=None,
+                   help="results JSON to write (default results/<date>-numsim.json)")
+    s.add_argument("--only", default=None, help="regex on case names")
+    s.add_argument("--tools", default=",".join(("numbers", "synccheck", "racecheck")),
+                   help="comma-separated: numbers, synccheck, racecheck")
+    s.add_argument("--timeout", type=float, default=1800.0, help="seconds per case, all tools")
+    s.add_argument("--jobs", type=int, default=1, help="cases simulated at a time")
+    s.add_argument("--workers", type=int, default=2, help="NumSim worker threads per case")
+    s.add_argument("--all-archs", action="store_true",
+                   help="also the kernels that run on Hopper (default: Blackwell-only kernels)")
+    s.add_argument("--merge", type=Path, default=None,
+                   help="an earlier results file whose other cases are kept in the new one")
     c = sub.add_parser("replay-case", help=argparse.SUPPRESS)
     c.add_argument("case")
     c.add_argument("--json", required=True)
@@ -42,6 +57,11 @@ def main(argv: list[str] | None = None) -> int:
         from .replay import replay
 
         return replay(args.out, args.results, args.sanitize, args.timeout, args.only, args.jobs)
+    if args.cmd == "simulate":
+        from .simulate import simulate
+
+        return simulate(args.out, args.results, args.only, tuple(args.tools.split(",")),
+                        args.timeout, args.jobs, args.workers, args.all_archs, args.merge)
     from .replay import main_case
 
     return main_case(args.case, args.json, not args.no_timing, not args.no_stress)

@@ -11,6 +11,9 @@ from . import guard, runtime
 from .signature import validate
 
 STRICT_ENV = "GPUBOOK_STRICT"
+# Set (the test session sets it for its book build): a Blackwell-only check without a good
+# simulation of its exact kernel script (results/*-numsim.json) is an error, not a NOT RUN.
+REQUIRE_SIMULATED_ENV = "GPUBOOK_REQUIRE_SIMULATED"
 
 # (rtol, atol) by output dtype: torch.testing's defaults, which chapters may widen with reason.
 TOLERANCES: dict[str, tuple[float, float]] = {
@@ -37,6 +40,10 @@ class NotRunError(RuntimeError):
     """Strict mode: a check could not run on this machine."""
 
 
+class NotSimulatedError(RuntimeError):
+    """GPUBOOK_REQUIRE_SIMULATED: a Blackwell-only kernel has no good simulation of its script."""
+
+
 @dataclass
 class CheckResult:
     """What a check established: passed on a GPU, or compiled but not run (and why)."""
@@ -52,6 +59,8 @@ class CheckResult:
     stress: dict[str, Any] | None = None  # {"launches", "failures", "variants", "first_failure"}
     stress_planned: int = 0  # launches asked for (exported for a GPU run when none is here)
     recorded: dict[str, Any] | None = None  # the newest replay of this exact kernel (results/)
+    simulated: dict[str, Any] | None = None  # the newest CPU simulation of it (results/*-numsim)
+    not_simulated: str | None = None  # why a Blackwell-only kernel has no simulation, when declared
 
     @property
     def passed(self) -> bool:
@@ -70,6 +79,10 @@ class CheckResult:
             out.append(f"same kernel replayed: {describe_record(self.recorded)}")
         else:
             out.append("no replay of this exact kernel is recorded yet")
+        if self.simulated is not None:
+            out.append(describe_simulation(self.simulated))
+        elif self.not_simulated:
+            out.append(f"not simulated: {self.not_simulated}")
         if self.stress_planned and not (self.recorded or {}).get("stress"):
             out.append(f"stress test of {self.stress_planned} launches: not run either")
         out.append(f"static facts: {self.facts}")
@@ -116,6 +129,34 @@ def describe_record(rec: dict[str, Any]) -> str:
     if rec.get("stress"):
         s += f"; {describe_stress(rec['stress'])}"
     return s
+
+
+def describe_simulation(rec: dict[str, Any]) -> str:
+    """One line for a simulated check: 'simulated on the CPU (NumSim, tirx-harness 0.1.2.post2,
+    2026-12-01): matches PyTorch, max abs error 0.000122 (atol 0.001, rtol 0); synccheck clean;
+    racecheck clean — not run on a B200' (or what the tools found)."""
+    run = rec["run"]
+    where = f"simulated on the CPU (NumSim, {run.get('simulator')}, {run['date']})"
+    tools = rec.get("tools") or {}
+    parts = []
+    num = tools.get("numbers", {})
+    if num.get("verdict") == "match":
+        tol = ", ".join(f"atol {a:.3g}, rtol {r:.3g}" for r, a in rec.get("tolerances") or [])
+        parts.append(f"matches PyTorch, max abs error {rec.get('max_abs_error', 0):.3g}"
+                     + (f" ({tol})" if tol else ""))
+    elif num:
+        parts.append(f"numbers {num.get('verdict')}")
+    for tool in ("synccheck", "racecheck"):
+        if tool in tools:
+            v = tools[tool].get("verdict")
+            parts.append(f"{tool} {v}" if v != "clean" else f"{tool} clean")
+    status = rec["status"]
+    if status == "simulated":
+        return f"{where}: " + "; ".join(parts) + " — not run on a B200"
+    if status == "caught":
+        return (f"{where}: the fault was caught, as expected — {(rec.get('message') or '')[:240]}"
+                " — not run on a B200")
+    return f"{where}: {status.upper()} — {(rec.get('message') or '; '.join(parts))[:300]}"
 
 
 def describe_stress(rec: dict[str, Any]) -> str:
@@ -288,6 +329,7 @@ def check(
     variants: int | Callable[[int], Sequence[Any]] = STRESS_VARIANTS,
     expect: str | None = None,
     expect_output: str | None = None,
+    not_simulated: str | None = None,
 ) -> CheckResult:
     """Compare `kernel(*args)` with `ref(*args)` on the GPU, or report that it could not run.
 
@@ -304,39 +346,55 @@ def check(
     CUDA context), only in a child process of `python -m gpubook replay`, which records it as
     'trapped'.
 
+    A Blackwell-only kernel (no sm_90a build) that cannot run here also shows its newest CPU
+    simulation (`python -m gpubook simulate`) of exactly this kernel script; `not_simulated`
+    says why one has none by design (the reason is printed), and with GPUBOOK_REQUIRE_SIMULATED
+    set, a Blackwell-only kernel with neither a good simulation ("simulated", or "caught" for
+    a kernel that must trap or race) nor that reason raises NotSimulatedError.
+
+    `expect="unsafe"` marks a kernel that breaks a PTX ordering rule on purpose (a missing
+    tcgen05 fence, say): no run judges it, only the static rules; it is recorded so that the
+    simulator's verdict on it (caught or missed) can be shown.
+
     `expect="race"` marks a kernel with a deliberate shared-memory race: only compute-sanitizer's
     racecheck can judge it, so it never runs here either; `python -m gpubook replay --sanitize`
     records it as 'race found' when racecheck reports a hazard (one matching the regex
     `expect_output`, when given), 'failed' when racecheck is clean, and 'not judged' without
     `--sanitize`.
     """
-    if expect not in (None, "trap", "race"):
-        raise ValueError(f"{name or kernel.name}: expect must be None, 'trap' or 'race', got {expect!r}")
+    if expect not in (None, "trap", "race", "unsafe"):
+        raise ValueError(f"{name or kernel.name}: expect must be None, 'trap', 'race' or 'unsafe', "
+                         f"got {expect!r}")
     case = prepare(kernel, args, ref, outputs, rtol, atol, name, stress, variants)
     name, outputs, expected, tols = case.name, case.outputs, case.expected, case.tols
     stress, stress_variants = case.stress, case.variants
-    if expect in ("trap", "race"):
+    if expect in ("trap", "race", "unsafe"):
         case.record(expect=expect, expect_message=expect_output)
     else:
         case.record()
 
     why = runtime.why_not_here(kernel.runs_on)
-    if expect in ("trap", "race"):
+    if expect in ("trap", "race", "unsafe"):
         need = " or ".join(kernel.runs_on)
         where = "" if why is None else f" ({why})"
         if expect == "trap":
             what = ("it is expected to trap, so only `python -m gpubook replay` runs it, in a child "
                     "process, and requires the trap"
                     + (f" and a report matching /{expect_output}/" if expect_output else ""))
-        else:
+        elif expect == "race":
             what = ("it is expected to race, so only `python -m gpubook replay --sanitize` judges it, "
                     "and requires compute-sanitizer's racecheck to report a hazard"
                     + (f" matching /{expect_output}/" if expect_output else ""))
+        else:
+            what = ("it breaks a PTX ordering rule on purpose, so a run that passes would prove "
+                    "nothing: the static rules (gpubook.lint) judge it at build time")
         from . import export, results
 
         rec = results.newest(name, "check", chapter=export.current_chapter(),
                              fingerprint=kernel.fingerprint, statuses=results.RAN_EXPECTED)
-        return CheckResult(name, "not run", facts=kernel.summary(), recorded=rec,
+        sim = _simulation(kernel, name, not_simulated)
+        return CheckResult(name, "not run", facts=kernel.summary(), recorded=rec, simulated=sim,
+                           not_simulated=not_simulated,
                            reason=f"compiled for {need} — not run here{where}: {what}")
     if why is not None:
         need = " or ".join(kernel.runs_on)
@@ -344,9 +402,10 @@ def check(
 
         rec = results.newest(name, "check", chapter=export.current_chapter(),
                              fingerprint=kernel.fingerprint)
+        sim = _simulation(kernel, name, not_simulated)
         result = CheckResult(
             name, "not run", reason=f"compiled for {need} — not run: {why}", facts=kernel.summary(),
-            stress_planned=stress, recorded=rec,
+            stress_planned=stress, recorded=rec, simulated=sim, not_simulated=not_simulated,
         )
         if strict():
             raise NotRunError(f"{STRICT_ENV} is set and {name} did not run: {result.reason}")
@@ -358,6 +417,28 @@ def check(
     return CheckResult(name, "passed", arch=arch, gpu=runtime.local_gpu_name(),
                        max_abs_error=outcome.max_abs_error, max_rel_error=outcome.max_rel_error,
                        stress=outcome.stress)
+
+
+def require_simulated() -> bool:
+    return os.environ.get(REQUIRE_SIMULATED_ENV, "") not in ("", "0", "false", "no")
+
+
+def _simulation(kernel: Any, name: str, not_simulated: str | None) -> dict[str, Any] | None:
+    """The newest simulation of this exact Blackwell-only kernel (None for a portable one)."""
+    if "sm_90a" in kernel.runs_on or "sm_100a" not in kernel.runs_on:
+        return None
+    from . import export, results
+    from .simulate import good
+
+    sim = results.newest_simulation(name, chapter=export.current_chapter(),
+                                    fingerprint=kernel.fingerprint)
+    if require_simulated() and not_simulated is None and (sim is None or not good(sim)):
+        found = "none is recorded" if sim is None else f"the newest is {sim['status']}"
+        raise NotSimulatedError(
+            f"{REQUIRE_SIMULATED_ENV} is set and {export.current_chapter()}/{name} (fingerprint "
+            f"{kernel.fingerprint}) has no good simulation: {found}. Run `python -m gpubook export "
+            f"DIR chapters/{export.current_chapter()}.md` and `python -m gpubook simulate DIR`.")
+    return sim
 
 
 @dataclass

@@ -9,6 +9,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 EXPORT_ENV = "GPUBOOK_EXPORT_DIR"
+# A regex on case slugs ("<chapter>--<name>--<kind>"): when set, only matching cases are written
+# (a build that exports a few cases to re-simulate them, not the whole book).
+EXPORT_ONLY_ENV = "GPUBOOK_EXPORT_ONLY"
 # 2: stress runs (case 'stress'/'variants', tensors 'variants'), Hopper-only kernels ('not_built').
 FORMAT_VERSION = 2
 _current = {"chapter": "unknown"}
@@ -28,10 +31,23 @@ def export_dir() -> Path | None:
     return Path(d) if d else None
 
 
+def case_slug(chapter: str, name: str, kind: str) -> str:
+    """The folder name of a case in an export (and its `case` key in a results file)."""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{chapter}--{name}--{kind}")
+
+
+def exporting(kind: str, name: str) -> bool:
+    """Whether a case of this kind and name is written now (an export is on, and it is selected)."""
+    if export_dir() is None:
+        return False
+    only = os.environ.get(EXPORT_ONLY_ENV)
+    return not only or re.search(only, case_slug(_current["chapter"], name, kind)) is not None
+
+
 def _case_dir(kind: str, name: str) -> Path:
     root = export_dir()
     assert root is not None
-    slug = re.sub(r"[^A-Za-z0-9_.-]+", "-", f"{_current['chapter']}--{name}--{kind}")
+    slug = case_slug(_current["chapter"], name, kind)
     d = root / "cases" / slug
     d.mkdir(parents=True, exist_ok=True)
     return d
@@ -41,6 +57,11 @@ def _write_common(d: Path, kernel: Any, meta: dict[str, Any]) -> None:
     for arch in kernel.runs_on:
         kernel.export(arch, str(d / f"module-{arch}.so"))
     (d / "kernel.py").write_text(kernel.script())
+    # The PrimFunc itself, for the CPU simulator (`python -m gpubook simulate`), which loads it in
+    # an interpreter of its own with the same apache-tvm: the script is for reading, this for loading.
+    import tvm
+
+    (d / "kernel.json").write_text(tvm.ir.save_json(kernel.func))
     meta.update(
         format=FORMAT_VERSION, chapter=_current["chapter"], runs_on=list(kernel.runs_on),
         params=[p.to_json() for p in kernel.params], facts=kernel.facts(),
@@ -62,9 +83,11 @@ def record_check(
     `expect_message` in its failure message; `expect="trap"` marks a broken kernel that must
     end in a device trap whose output matches the regex `expect_message`; `expect="race"`
     marks a kernel with a shared-memory race that compute-sanitizer's racecheck must report
-    (a hazard report matching the regex `expect_message`, when given).
+    (a hazard report matching the regex `expect_message`, when given); `expect="unsafe"` marks
+    a kernel that breaks a PTX ordering rule on purpose, which no run judges (the replay records
+    it as "not judged"; the simulator records whether its tools caught it).
     """
-    if export_dir() is None:
+    if not exporting("check", name):
         return None
     import torch
 
@@ -78,9 +101,9 @@ def record_check(
         "kind": "check", "name": name, "outputs": list(outputs),
         "tolerances": [list(t) for t in tols], "stress": int(stress), "variants": len(variants),
     }
-    if expect not in ("pass", "fail", "trap", "race"):
-        raise ValueError(f"expect must be 'pass', 'fail', 'trap' or 'race', not {expect!r}")
-    if expect in ("fail", "trap", "race"):
+    if expect not in ("pass", "fail", "trap", "race", "unsafe"):
+        raise ValueError(f"expect must be 'pass', 'fail', 'trap', 'race' or 'unsafe', not {expect!r}")
+    if expect in ("fail", "trap", "race", "unsafe"):
         meta.update(expect=expect, expect_message=expect_message)
     _write_common(d, kernel, meta)
     return d
@@ -88,7 +111,7 @@ def record_check(
 
 def record_perf(kernel: Any, name: str, meta: dict[str, Any]) -> Path | None:
     """When exporting, save a performance case: modules plus shapes, dtypes and the baseline."""
-    if export_dir() is None:
+    if not exporting("perf", name):
         return None
     d = _case_dir("perf", name)
     _write_common(d, kernel, {"kind": "perf", "name": name, **meta})

@@ -18,12 +18,27 @@ HOPPER_ONLY = "sm_90a only — wgmma has no sm_100a form"
 
 
 def rows(directory: Path | str | None = None) -> list[dict[str, Any]]:
-    """One row per (chapter, kernel) from the results files of a folder (default results/)."""
-    return rows_from(load_runs(directory))
+    """One row per (chapter, kernel) from the results files of a folder (default results/):
+    the GPU runs, with each Blackwell kernel's newest CPU simulation under 'simulated'."""
+    return rows_from(load_runs(directory), load_runs(directory, simulated=True))
 
 
-def rows_from(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One row per (chapter, kernel): the newest check per GPU arch and the newest measurement."""
+def _add_simulations(merged: dict[tuple[str, str], dict[str, Any]],
+                     sims: list[dict[str, Any]]) -> None:
+    for run in sorted(sims, key=lambda r: r["run"]["date"]):
+        for c in run["cases"]:
+            if c["kind"] != "check":
+                continue
+            row = merged.setdefault((c["chapter"], c["name"]), {
+                "chapter": c["chapter"], "name": c["name"], "runs_on": c.get("runs_on") or [],
+                "by_arch": {}, "perf": None,
+            })
+            row["simulated"] = dict(c, run=run["run"])
+
+
+def rows_from(runs: list[dict[str, Any]], sims: list[dict[str, Any]] = ()) -> list[dict[str, Any]]:
+    """One row per (chapter, kernel): the newest check per GPU arch and the newest measurement,
+    and the newest simulation of `sims` (CPU runs, which never count as a GPU run)."""
     merged: dict[tuple[str, str], dict[str, Any]] = {}
     for run in sorted(runs, key=lambda r: r["run"]["date"]):  # newer runs overwrite older ones
         arch = run["run"]["arch"]
@@ -38,8 +53,10 @@ def rows_from(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 row["by_arch"][arch] = entry
             elif c["status"] == "measured" or row["perf"] is None:
                 row["perf"] = entry
+    _add_simulations(merged, list(sims))
     out = []
     for row in merged.values():
+        row.setdefault("simulated", None)
         ran = {a: e for a, e in row["by_arch"].items() if e["status"] != "not runnable"}
         row["passed_on"] = {a: e["run"] for a, e in ran.items()
                             if e["status"] in ("passed", "trapped", "race found") and not stress_failures(e)}
@@ -87,7 +104,31 @@ def tier(row: dict[str, Any]) -> str:
         return f"timed on {ARCH_NAMES.get(arch, arch)}, not compared (no check of this build)"
     if hopper_only(row):
         return "compiled for sm_90a — never run"
+    sim = row.get("simulated")
+    if sim and sim["status"] == "simulated":
+        return "simulated for sm_100a (NumSim) — never run on a GPU"
+    if sim and sim["status"] == "caught":
+        return "fault caught in simulation (NumSim) — never run on a GPU"
+    if sim:
+        return f"simulation {sim['status'].upper()} — never run on a GPU"
     return "compiled for sm_100a — never run"
+
+
+def simulation(row: dict[str, Any]) -> str:
+    """The newest CPU simulation in words ("—" for a kernel without one)."""
+    sim = row.get("simulated")
+    if not sim:
+        return "—"
+    tools = sim.get("tools") or {}
+    parts = [f"{sim['status']}", f"{sim['run']['date']}, {sim['run'].get('simulator')}"]
+    if sim.get("max_abs_error") is not None:
+        parts.append(f"max error {sim['max_abs_error']:.3g}")
+    checkers = [f"{t} {tools[t]['verdict']}" for t in ("synccheck", "racecheck") if t in tools]
+    if checkers:
+        parts.append(", ".join(checkers))
+    if sim["status"] not in ("simulated",) and sim.get("message"):
+        parts.append(sim["message"][:160].replace("|", "/"))
+    return " · ".join(parts)
 
 
 def stress(row: dict[str, Any]) -> str:
@@ -167,7 +208,12 @@ def _verified(row: dict[str, Any]) -> str:
             parts.append(san)
     if hopper_only(row):
         parts.append(HOPPER_ONLY)
-    return " · ".join(parts)
+    out = " · ".join(parts)
+    if row.get("simulated") and not tier(row).startswith(("simulated", "fault caught", "simulation")):
+        out += f"; CPU simulation: {simulation(row)}"
+    elif row.get("simulated"):
+        out = f"**{tier(row)}** · " + simulation(row).split(" · ", 1)[1]
+    return out
 
 
 def speedups(perf: dict[str, Any] | None) -> dict[str, float]:
@@ -210,7 +256,7 @@ def chapter_tables(table_rows: list[dict[str, Any]], chapters_dir: Path | str | 
         by_chapter.setdefault(r["chapter"], []).append(r)
     for chapter, rs in by_chapter.items():
         out.append(f"**{chapter_ref(chapter, chapters_dir)}**\n")
-        out.append("| kernel | verified | time | stress |\n|---|---|---|---|")
+        out.append("| kernel | verified (GPU; CPU simulation) | time | stress |\n|---|---|---|---|")
         for r in rs:
             out.append(f"| `{r['name']}` | {_verified(r)} | {_speed(r['perf'])} | {stress(r)} |")
         out.append("")

@@ -23,6 +23,8 @@ RESULTS_FORMAT = 2
 CASE_KEYS = ("case", "chapter", "name", "kind", "runs_on", "fingerprint")
 # Statuses that make a replay fail; "failed as expected" is a self-test doing its job.
 BAD_STATUSES = ("failed", "timeout", "error", "passed unexpectedly")
+UNSAFE_MESSAGE = ("breaks a PTX ordering rule on purpose: a run that passes proves nothing about it, "
+                  "so no GPU run judges it; gpubook.lint judges it at build time")
 
 
 def load_case(case_dir: Path) -> dict[str, Any]:
@@ -224,10 +226,14 @@ def replay(export_dir: Path, results: Path | None, sanitize: bool, timeout: floa
         return doc
 
     def one(case_dir: Path) -> dict[str, Any]:
+        meta = load_case(case_dir)
+        if meta.get("expect") == "unsafe":  # breaks an ordering rule on purpose: no run judges it
+            rec = {k: meta.get(k) for k in CASE_KEYS}
+            rec.update(status="not judged", expect="unsafe", message=UNSAFE_MESSAGE)
+            return rec
         out_json = work / f"{case_dir.name}.json"
         out_json.unlink(missing_ok=True)
         rec, out, timed_out = _child(case_dir, out_json, True, timeout)
-        meta = load_case(case_dir)
         if meta.get("expect") == "trap":
             return judge_trap(meta, rec, out, timed_out, timeout)
         if rec is None:

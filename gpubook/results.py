@@ -42,16 +42,21 @@ from typing import Any
 RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
 
 
-def load_runs(directory: Path | str | None = None) -> list[dict[str, Any]]:
-    """Every results file of the folder, oldest run first."""
+def load_runs(directory: Path | str | None = None, simulated: bool = False) -> list[dict[str, Any]]:
+    """Every results file of the folder, oldest run first: the GPU runs, or with `simulated`
+    the CPU simulations (`python -m gpubook simulate`, whose run names its `simulator`).
+
+    The two never mix: a simulation is not a run on a GPU, whatever it found.
+    """
     d = Path(directory) if directory is not None else RESULTS_DIR
     runs = [json.loads(p.read_text()) for p in sorted(d.glob("*.json"))]
+    runs = [r for r in runs if bool(r["run"].get("simulator")) == simulated]
     return sorted(runs, key=lambda r: r["run"]["date"])
 
 
-def cases(directory: Path | str | None = None) -> list[dict[str, Any]]:
-    """All cases of all runs, each with its run's facts under 'run'."""
-    return [dict(c, run=r["run"]) for r in load_runs(directory) for c in r["cases"]]
+def cases(directory: Path | str | None = None, simulated: bool = False) -> list[dict[str, Any]]:
+    """All cases of all GPU runs (or of all simulations), each with its run's facts under 'run'."""
+    return [dict(c, run=r["run"]) for r in load_runs(directory, simulated) for c in r["cases"]]
 
 
 def latest(name: str, kind: str = "perf", chapter: str | None = None,
@@ -88,6 +93,22 @@ def newest(name: str, kind: str = "check", chapter: str | None = None,
     found = [
         c for c in cases(directory)
         if c["name"] == name and c["kind"] == kind and c["status"] in statuses
+        and (chapter is None or c["chapter"] == chapter)
+        and (fingerprint is None or c.get("fingerprint") == fingerprint)
+    ]
+    return found[-1] if found else None
+
+
+# Verdicts of a simulated case (gpubook.simulate): "simulated" and "caught" are the good ones.
+SIMULATED = ("simulated", "failed", "error", "caught", "missed")
+
+
+def newest_simulation(name: str, chapter: str | None = None, fingerprint: str | None = None,
+                      directory: Path | str | None = None) -> dict[str, Any] | None:
+    """The newest simulation of that check (exactly that kernel script with `fingerprint`)."""
+    found = [
+        c for c in cases(directory, simulated=True)
+        if c["name"] == name and c["kind"] == "check" and c["status"] in SIMULATED
         and (chapter is None or c["chapter"] == chapter)
         and (fingerprint is None or c.get("fingerprint") == fingerprint)
     ]

@@ -19,6 +19,7 @@ Two environment variables shorten the loop while writing:
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -46,6 +47,18 @@ def built_book(tmp_path_factory: pytest.TempPathFactory) -> Path:
     shutil.rmtree(kernels, ignore_errors=True)  # written afresh by this build, never read by it
     env = dict(os.environ, GPUBOOK_EXECUTION="force", GPUBOOK_CACHE=str(base / "cache"),
                GPUBOOK_KERNEL_CACHE=str(kernels), GPUBOOK_KERNEL_CACHE_MODE="write")
+    # Every Blackwell-only check must have a good simulation of its current script (a stale
+    # fingerprint fails the build), and the build exports the day's rotating sample of them,
+    # which tests/test_simulate.py simulates again.
+    from gpubook import export, simulate
+
+    env[check_env()] = "1"
+    sample = simulate.rotation()
+    export_dir = base / "export"
+    shutil.rmtree(export_dir, ignore_errors=True)
+    if sample:
+        env[export.EXPORT_ENV] = str(export_dir)
+        env[export.EXPORT_ONLY_ENV] = "^(" + "|".join(re.escape(c["case"]) for c in sample) + ")$"
     # -j auto: chapters execute in one process per core (myst-nb and gpubook's extension are
     # parallel-read safe); on two cores the build takes about 6 minutes instead of 10.
     cmd = [sys.executable, "-m", "sphinx", "-W", "-j", "auto", "-b", "html", "-d", str(base / "doctrees"),
@@ -56,7 +69,20 @@ def built_book(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pytest.fail(f"sphinx-build failed ({proc.returncode}); log in {base / 'build.log'}:\n"
                     + (proc.stdout + proc.stderr)[-4000:])
     _BUILT["kernels"] = kernels
+    _BUILT["export"] = export_dir
     return html
+
+
+def check_env() -> str:
+    from gpubook.check import REQUIRE_SIMULATED_ENV
+
+    return REQUIRE_SIMULATED_ENV
+
+
+def book_export() -> Path | None:
+    """The cases this session's book build exported (the rotating simulation sample), if any."""
+    found = _BUILT.get("export")
+    return found if found is not None and (found / "cases").is_dir() else None
 
 
 # What the book build of this session compiled: gpubook.build.kernel_cache.

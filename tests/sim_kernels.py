@@ -1,0 +1,96 @@
+"""A small Blackwell kernel for the simulated tier's tests, correct and with planted bugs.
+
+`make_tma_gemm(bug)` is a one-CTA GEMM tile, D = A Bᵀ (128 × 128, K = KT · 64, fp16 in, fp32
+out): per K tile one elected thread announces the bytes on `loaded` and starts two TMA loads,
+every warp waits for them, the tensor core accumulates in TMEM and commits to `mma_done`, and a
+CTA barrier ends the K tile so that no warp can fall two phases behind. The epilogue reads TMEM
+row by row. KT = 5 K tiles flip each barrier's parity four times.
+
+Planted bugs (`bug=`):
+- "half_tx": `expect_tx` announces half of the bytes the two boxes deliver;
+- "parity": the MMA's barrier is waited on with the wrong parity (kt + 1) % 2;
+- "no_commit_wait": the epilogue reads the accumulator without waiting for the last commit.
+"""
+
+from tvm.backend.cuda.tile_primitive.tma_utils import SwizzleMode, mma_shared_layout
+from tvm.script import tirx as T
+from tvm.script.tirx import tile as Tx
+from tvm.tirx.layout import S, TileLayout, tid_in_wg
+
+BLK_M, BLK_N, BLK_K = 128, 128, 64
+KT = 5
+M, N, K = BLK_M, BLK_N, KT * BLK_K
+STAGE_BYTES = (BLK_M + BLK_N) * BLK_K * 2
+D_REGS = TileLayout(S[(BLK_M, BLK_N) : (1 @ tid_in_wg, 1)])
+BUGS = (None, "half_tx", "parity", "no_commit_wait")
+
+
+def _swizzled(*shape):
+    return mma_shared_layout("float16", SwizzleMode.SWIZZLE_128B_ATOM, shape)
+
+
+def make_tma_gemm(bug=None):
+    assert bug in BUGS, bug
+    tx_bytes = STAGE_BYTES // 2 if bug == "half_tx" else STAGE_BYTES
+    parity_shift = 1 if bug == "parity" else 0
+    last_wait = 0 if bug == "no_commit_wait" else 1
+
+    @T.prim_func
+    def tma_gemm(A: T.Buffer((M, K), "float16"), B: T.Buffer((N, K), "float16"),
+                 D: T.Buffer((M, N), "float32")):
+        T.device_entry()
+        _cta = T.cta_id([1])
+        _wg = T.warpgroup_id([1])
+        warp = T.warp_id_in_wg([4])
+        lane = T.lane_id([32])
+        pool = T.SMEMPool()
+        tmem_addr = pool.alloc((1,), "uint32")
+        tmem = T.TMEMPool(pool, total_cols=BLK_N, cta_group=1, tmem_addr=tmem_addr)
+        acc = tmem.alloc((BLK_M, BLK_N), "float32")
+        tmem.commit()
+        loaded = pool.alloc((1,), "uint64", align=8)
+        mma_done = pool.alloc((1,), "uint64", align=8)
+        pool.move_base_to(1024)
+        Asmem = pool.alloc((BLK_M, BLK_K), "float16", layout=_swizzled(BLK_M, BLK_K))
+        Bsmem = pool.alloc((BLK_N, BLK_K), "float16", layout=_swizzled(BLK_N, BLK_K))
+        pool.commit()
+        if warp == 0:
+            if lane == 0:
+                T.ptx.mbarrier.init.shared.b64(loaded.ptr_to([0]), T.uint32(1))
+                T.ptx.mbarrier.init.shared.b64(mma_done.ptr_to([0]), T.uint32(1))
+                T.ptx.fence.mbarrier_init.release.cluster()
+        T.ptx.tcgen05.fence__before_thread_sync()
+        T.cuda.cta_sync()
+        T.ptx.tcgen05.fence__after_thread_sync()
+        tid = T.meta_var(warp * 32 + lane)
+        for kt in T.serial(KT):
+            k0 = T.meta_var(kt * BLK_K)
+            if warp == 0:
+                if T.cuda.elect_sync():
+                    T.ptx.mbarrier.arrive.expect_tx.shared.b64(loaded.ptr_to([0]), T.uint32(tx_bytes))
+                    Tx.copy_async(Asmem[:, :], A[0:BLK_M, k0 : k0 + BLK_K], dispatch="tma_auto", mbar=loaded.ptr_to([0]))
+                    Tx.copy_async(Bsmem[:, :], B[0:BLK_N, k0 : k0 + BLK_K], dispatch="tma_auto", mbar=loaded.ptr_to([0]))
+            T.cuda.mbarrier_wait(loaded.ptr_to([0]), kt % 2)
+            T.ptx.tcgen05.fence__after_thread_sync()
+            if warp == 0:
+                if T.cuda.elect_sync():
+                    Tx.gemm_async(acc[:, :], Asmem[:, :], Bsmem[:, :], accum=kt > 0, dispatch="tcgen05", cta_group=1)
+                    T.ptx.tcgen05.commit.cta_group__1.mbarrier__arrive__one.shared__cluster.b64(mma_done.ptr_to([0]))
+            if kt < KT - 1 or last_wait == 1:
+                T.cuda.mbarrier_wait(mma_done.ptr_to([0]), (kt + parity_shift) % 2)
+            T.ptx.tcgen05.fence__after_thread_sync()
+            T.ptx.tcgen05.fence__before_thread_sync()
+            T.cuda.cta_sync()
+            T.ptx.tcgen05.fence__after_thread_sync()
+        row = T.alloc_local((BLK_N,), "float32")
+        row_wg = row.view(BLK_M, BLK_N, layout=D_REGS)
+        Tx.wg.copy_async(row_wg[:, :], acc[:, :])
+        T.ptx.tcgen05.wait__ld.sync.aligned()
+        for j in T.serial(BLK_N):
+            D[tid, j] = row[j]
+        T.ptx.tcgen05.fence__before_thread_sync()
+        T.cuda.cta_sync()
+        T.ptx.tcgen05.fence__after_thread_sync()
+        tmem.dealloc()
+
+    return tma_gemm

@@ -1,0 +1,245 @@
+"""The simulated tier: NumSim's verdicts judged like a GPU check, kept apart from GPU runs.
+
+The unit tests need no simulator. The tests marked `sim` run tirx-harness in its own
+interpreter (`.venv-sim`, from requirements-sim.txt, or $GPUBOOK_SIM_PYTHON) and are skipped
+with the reason where none exists:
+- a small Blackwell GEMM tile (tests/sim_kernels.py) is simulated correct and with planted
+  protocol bugs, each of which must fail;
+- a rotating sample of the book's own Blackwell checks, exported by this session's book build,
+  is simulated again and must reproduce its committed record exactly.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+import gpubook as gb
+from gpubook import export, matrix, results, simulate
+from gpubook.check import REQUIRE_SIMULATED_ENV, CheckResult, NotSimulatedError, _simulation
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _tools(numbers="clean", synccheck="clean", racecheck="clean"):
+    out = {}
+    for tool, v in (("numbers", numbers), ("synccheck", synccheck), ("racecheck", racecheck)):
+        if v is None:
+            continue
+        e = {"verdict": v, "findings": 0 if v == "clean" else 1, "seconds": 1.0, "kept": []}
+        if v == "unable":
+            e["error"] = "UnsupportedTIRxError: opaque CUDA helper bodies are not part of TIRx semantics"
+        elif v != "clean":
+            e["kept"] = [{"kind": "deadlock", "message": "wait on loaded (phase 0) can never complete"}]
+        out[tool] = e
+    return out
+
+
+META = {"tolerances": [[0.0, 1e-3]], "outputs": [2]}
+EXPECTED = [torch.ones(4, 4)]
+
+
+def test_a_simulation_passes_only_when_every_tool_agrees():
+    rec = simulate.judge(META, _tools(), EXPECTED, {"D": torch.ones(4, 4).numpy()})
+    assert rec["status"] == "simulated" and rec["max_abs_error"] == 0
+    assert rec["tools"]["numbers"]["verdict"] == "match"
+    off = torch.ones(4, 4)
+    off[1, 2] = 1.01
+    rec = simulate.judge(META, _tools(), EXPECTED, {"D": off.numpy()})
+    assert rec["status"] == "failed" and "1 of 16 elements differ" in rec["message"]
+    nan = torch.ones(4, 4)
+    nan[3, 3] = float("nan")  # a poisoned element nobody wrote
+    assert simulate.judge(META, _tools(), EXPECTED, {"D": nan.numpy()})["status"] == "failed"
+    rec = simulate.judge(META, _tools(synccheck="error"), EXPECTED, {"D": torch.ones(4, 4).numpy()})
+    assert rec["status"] == "failed" and "synccheck: deadlock" in rec["message"]
+    rec = simulate.judge(META, _tools(numbers="unable"), EXPECTED, None)
+    assert rec["status"] == "error" and "opaque CUDA helper" in rec["message"]
+    rec = simulate.judge(META, _tools(racecheck="incomplete"), EXPECTED, {"D": torch.ones(4, 4).numpy()})
+    assert rec["status"] == "error", "an incomplete analysis certifies nothing"
+    assert simulate.judge(META, _tools(), EXPECTED, None)["status"] == "error"
+
+
+def test_a_kernel_that_must_fail_is_caught_or_missed():
+    meta = dict(META, expect="trap")
+    assert simulate.judge(meta, _tools(synccheck="error"), EXPECTED, None)["status"] == "caught"
+    rec = simulate.judge(meta, _tools(), EXPECTED, {"D": torch.ones(4, 4).numpy()})
+    assert rec["status"] == "missed" and not simulate.good(rec)
+    unsafe = simulate.judge(dict(META, expect="unsafe"), _tools(), EXPECTED, {"D": torch.ones(4, 4).numpy()})
+    assert unsafe["status"] == "missed" and simulate.good(unsafe) and "blind spot" in unsafe["message"]
+
+
+def _results_dir(tmp_path: Path, fingerprint="abc", status="simulated") -> Path:
+    d = tmp_path / "results"
+    d.mkdir(parents=True)
+    gpu = {"format": 2, "run": {"gpu": "NVIDIA H200", "arch": "sm_90a", "date": "2026-11-30",
+                                "sanitizer": []},
+           "cases": [{"case": "ch--k--check", "chapter": "ch", "name": "k", "kind": "check",
+                      "fingerprint": "zzz", "runs_on": ["sm_90a", "sm_100a"], "status": "passed",
+                      "max_abs_error": 0.0}]}
+    sim = {"format": 2, "run": {"gpu": simulate.SIM_GPU, "arch": "sm_100a", "date": "2026-12-01",
+                                "simulator": "tirx-harness 0.1.2.post2", "tools": list(simulate.TOOLS),
+                                "sanitizer": []},
+           "cases": [{"case": "ch--bw--check", "chapter": "ch", "name": "bw", "kind": "check",
+                      "fingerprint": fingerprint, "runs_on": ["sm_100a"], "status": status,
+                      "max_abs_error": 1.5e-4, "tolerances": [[0.0, 1e-3]],
+                      "tools": {"numbers": {"verdict": "match"}, "synccheck": {"verdict": "clean"},
+                                "racecheck": {"verdict": "clean"}}}]}
+    (d / "2026-11-30-h200.json").write_text(json.dumps(gpu))
+    (d / "2026-12-01-numsim.json").write_text(json.dumps(sim))
+    return d
+
+
+def test_simulations_never_count_as_gpu_runs(tmp_path):
+    d = _results_dir(tmp_path)
+    assert [r["run"]["gpu"] for r in results.load_runs(d)] == ["NVIDIA H200"]
+    assert [r["run"]["gpu"] for r in results.load_runs(d, simulated=True)] == [simulate.SIM_GPU]
+    assert results.newest("bw", "check", directory=d) is None
+    assert results.newest_simulation("bw", "ch", "abc", directory=d)["status"] == "simulated"
+    assert results.newest_simulation("bw", "ch", "other", directory=d) is None
+    rows = {r["name"]: r for r in matrix.rows(d)}
+    assert rows["bw"]["passed_on"] == {} and rows["bw"]["simulated"]["status"] == "simulated"
+    assert matrix.tier(rows["bw"]) == "simulated for sm_100a (NumSim) — never run on a GPU"
+    assert rows["bw"] in matrix.never_run(list(rows.values()))
+    table = matrix.chapter_tables(list(rows.values()))
+    line = next(ln for ln in table.splitlines() if "`bw`" in ln)
+    assert line.count("|") == 5, line
+    assert ("**simulated for sm_100a (NumSim) — never run on a GPU** · 2026-12-01, tirx-harness "
+            "0.1.2.post2 · max error 0.00015 · synccheck clean, racecheck clean") in line
+
+
+class _Kernel:
+    """What check._simulation reads of a kernel."""
+
+    def __init__(self, fingerprint, runs_on=("sm_100a",)):
+        self.fingerprint, self.runs_on = fingerprint, runs_on
+
+
+def test_the_not_run_line_cites_the_simulation_of_the_same_script(tmp_path, monkeypatch):
+    d = _results_dir(tmp_path)
+    monkeypatch.setattr(results, "RESULTS_DIR", d)
+    before = export.current_chapter()
+    export.set_chapter("ch")
+    try:
+        sim = _simulation(_Kernel("abc"), "bw", None)
+        r = CheckResult("bw", "not run", reason="compiled for sm_100a — not run: no GPU",
+                              facts="128 registers", simulated=sim)
+        line = r.lines()[2]
+        assert line.startswith("simulated on the CPU (NumSim, tirx-harness 0.1.2.post2, 2026-12-01): "
+                               "matches PyTorch, max abs error 0.00015 (atol 0.001, rtol 0)")
+        assert line.endswith("synccheck clean; racecheck clean — not run on a B200")
+        assert "PASS" not in repr(r)
+        assert _simulation(_Kernel("changed"), "bw", None) is None
+        assert _simulation(_Kernel("abc", ("sm_100a", "sm_90a")), "bw", None) is None
+    finally:
+        export.set_chapter(before)
+
+
+def test_a_stale_fingerprint_fails_when_simulation_is_required(tmp_path, monkeypatch):
+    d = _results_dir(tmp_path)
+    monkeypatch.setattr(results, "RESULTS_DIR", d)
+    monkeypatch.setenv(REQUIRE_SIMULATED_ENV, "1")
+    before = export.current_chapter()
+    export.set_chapter("ch")
+    try:
+        assert _simulation(_Kernel("abc"), "bw", None)["status"] == "simulated"
+        with pytest.raises(NotSimulatedError, match="has no good simulation: none is recorded"):
+            _simulation(_Kernel("edited"), "bw", None)
+        # a declared reason stands in for a simulation, and is printed
+        assert _simulation(_Kernel("edited"), "bw", "NumSim cannot run X") is None
+        assert _simulation(_Kernel("p", ("sm_90a", "sm_100a")), "portable", None) is None
+    finally:
+        export.set_chapter(before)
+    d2 = _results_dir(tmp_path / "b", status="failed")
+    monkeypatch.setattr(results, "RESULTS_DIR", d2)
+    export.set_chapter("ch")
+    try:
+        with pytest.raises(NotSimulatedError, match="the newest is failed"):
+            _simulation(_Kernel("abc"), "bw", None)
+    finally:
+        export.set_chapter(before)
+
+
+def test_export_only_writes_the_selected_cases(tmp_path, monkeypatch):
+    monkeypatch.setenv(export.EXPORT_ENV, str(tmp_path))
+    monkeypatch.setenv(export.EXPORT_ONLY_ENV, r"^ch--(a|b)--check$")
+    before = export.current_chapter()
+    export.set_chapter("ch")
+    try:
+        assert export.exporting("check", "a") and export.exporting("check", "b")
+        assert not export.exporting("check", "c") and not export.exporting("perf", "a")
+    finally:
+        export.set_chapter(before)
+
+
+# -- with the simulator ------------------------------------------------------------------------
+
+needs_sim = pytest.mark.skipif(simulate.simulator_version() is None,
+                               reason="no simulator interpreter: make .venv-sim from requirements-sim.txt "
+                                      "(Python 3.12+) or set GPUBOOK_SIM_PYTHON")
+
+
+def _export_tma_gemm(tmp_path, monkeypatch, bug):
+    import sim_kernels as sk
+
+    monkeypatch.setenv(export.EXPORT_ENV, str(tmp_path))
+    before = export.current_chapter()
+    export.set_chapter("simtest")
+    try:
+        k = gb.build(sk.make_tma_gemm(bug), name=f"tma_gemm_{bug or 'ok'}")
+        A = gb.seeded((sk.M, sk.K), "float16", seed=1)
+        B = gb.seeded((sk.N, sk.K), "float16", seed=2)
+        r = gb.check(k, [A, B, torch.empty(sk.M, sk.N)], ref=lambda A, B, D: A.float() @ B.float().T,
+                     rtol=0, atol=1e-3)
+        assert not r.passed
+    finally:
+        export.set_chapter(before)
+    return tmp_path / "cases" / f"simtest--tma_gemm_{bug or 'ok'}--check"
+
+
+@pytest.mark.sim
+@needs_sim
+@pytest.mark.parametrize("bug", [None, "half_tx", "parity"])
+def test_a_planted_protocol_bug_fails_simulation(tmp_path, monkeypatch, bug):
+    case = _export_tma_gemm(tmp_path, monkeypatch, bug)
+    rec = simulate.simulate_case(case, tools=("numbers", "synccheck"), timeout=1500)
+    if bug is None:
+        assert rec["status"] == "simulated", rec
+        assert rec["tools"]["numbers"]["verdict"] == "match"
+        assert rec["tools"]["synccheck"]["verdict"] == "clean"
+    else:
+        assert rec["status"] in ("failed", "error"), rec
+        assert not simulate.good(rec)
+        assert rec["tools"]["synccheck"]["verdict"] != "clean", rec
+
+
+def test_the_rotation_moves_through_the_records():
+    days = [dt.date(2026, 12, 1) + dt.timedelta(days=i) for i in range(30)]
+    picked = {c["case"] for d in days for c in simulate.rotation(d)}
+    pool = {c["case"] for c in results.cases(simulated=True) if c["status"] == "simulated"}
+    assert pool, "no simulation is committed in results/"
+    assert len(picked) >= min(len(pool), 10)
+
+
+@pytest.mark.sim
+@needs_sim
+def test_a_rotating_sample_of_the_book_reproduces_its_records(built_book):
+    from conftest import book_export
+
+    export_dir = book_export()
+    if export_dir is None:
+        pytest.skip("no book build exported cases in this session (GPUBOOK_HTML reuses a build)")
+    sample = simulate.rotation()
+    assert sample
+    for rec in sample:
+        case = export_dir / "cases" / rec["case"]
+        assert case.is_dir(), f"the book build did not export {rec['case']}"
+        meta = json.loads((case / "case.json").read_text())
+        assert meta["fingerprint"] == rec["fingerprint"], f"{rec['case']}: the kernel changed since its record"
+        again = simulate.simulate_case(case, tools=("numbers", "synccheck"), timeout=1500)
+        assert again["status"] == "simulated", again
+        assert again["max_abs_error"] == rec["max_abs_error"], (rec["case"], again["max_abs_error"])
+        assert again["tools"]["synccheck"]["verdict"] == rec["tools"]["synccheck"]["verdict"] == "clean"
