@@ -316,6 +316,26 @@ def proxy_fenced(ptx: str, consumer: str) -> bool:
     return "fence" in kinds and "bar" in kinds[kinds.index("fence"):]
 
 
+def refill_fenced(ptx: str) -> bool:
+    """True when the PTX has a tcgen05.mma and, in program order, every st.shared after the first
+    one follows a fence.proxy.async that follows the last mbarrier wait before it: ordinary
+    stores into tiles the tensor core read are ordered after its reads (a write after a read,
+    across proxies). Branches are ignored, as in `gpubook.lint`."""
+    from .report import ptx_instructions
+
+    seen_mma, fenced = False, True
+    for ins in ptx_instructions(ptx):
+        if ins.startswith("tcgen05.mma"):
+            seen_mma = True
+        elif re.match(r"mbarrier\.(?:try_wait|test_wait)", ins):
+            fenced = False
+        elif ins.startswith("fence.proxy.async"):
+            fenced = True
+        elif ins.startswith("st.shared") and seen_mma and not fenced:
+            return False
+    return seen_mma
+
+
 def tmem_columns(kernel: Any) -> dict[str, list[int]]:
     """The column count of every tcgen05.alloc and tcgen05.dealloc the kernel's CUDA source
     issues: {'alloc': [...], 'dealloc': [...]} (TMEMPool passes them as constants)."""

@@ -195,6 +195,22 @@ def test_proxy_fenced_wants_fence_then_barrier_after_the_last_store():
     assert not gg.proxy_fenced(PTX_FENCED, r"cp\.async\.bulk\.tensor")       # no such consumer
 
 
+PTX_REFILL = PTX_FENCED + """    tcgen05.commit.cta_group::1.mbarrier::arrive::one.shared::cluster.b64 [%r8];
+    mbarrier.try_wait.parity.shared::cta.b64 p, [%r8], %r9;
+    fence.proxy.async.shared::cta;
+    st.shared.v4.u32 [%r1], {%r2, %r3, %r4, %r5};
+"""
+
+
+def test_refill_fenced_wants_a_fence_between_the_wait_and_the_next_store():
+    assert gg.refill_fenced(PTX_REFILL)
+    wait_then_store = PTX_REFILL.replace(
+        "    mbarrier.try_wait.parity.shared::cta.b64 p, [%r8], %r9;\n    fence.proxy.async.shared::cta;\n",
+        "    fence.proxy.async.shared::cta;\n    mbarrier.try_wait.parity.shared::cta.b64 p, [%r8], %r9;\n")
+    assert not gg.refill_fenced(wait_then_store)                  # a fence before the wait orders nothing
+    assert not gg.refill_fenced(PTX_REFILL.replace("tcgen05.mma", "mov.u32"))   # no MMA at all
+
+
 def test_setmaxnreg_values_are_read_from_ptx():
     ptx = "setmaxnreg.dec.sync.aligned.u32 56;\n@%p1 bra L;\nsetmaxnreg.inc.sync.aligned.u32 232;\n"
     assert gg.setmaxnreg_values(ptx) == {"dec": [56], "inc": [232]}
