@@ -147,9 +147,7 @@ def describe_simulation(rec: dict[str, Any]) -> str:
     elif num:
         parts.append(f"numbers {num.get('verdict')}")
     for tool in ("synccheck", "racecheck"):
-        if tool in tools:
-            v = tools[tool].get("verdict")
-            parts.append(f"{tool} {v}" if v != "clean" else f"{tool} clean")
+        parts.append(f"{tool} {tools[tool].get('verdict')}" if tool in tools else f"{tool} not run")
     status = rec["status"]
     if status == "simulated":
         return f"{where}: " + "; ".join(parts) + " — not run on a B200"

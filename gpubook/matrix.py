@@ -123,7 +123,7 @@ def simulation(row: dict[str, Any]) -> str:
     parts = [f"{sim['status']}", f"{sim['run']['date']}, {sim['run'].get('simulator')}"]
     if sim.get("max_abs_error") is not None:
         parts.append(f"max error {sim['max_abs_error']:.3g}")
-    checkers = [f"{t} {tools[t]['verdict']}" for t in ("synccheck", "racecheck") if t in tools]
+    checkers = [f"{t} {tools[t]['verdict'] if t in tools else 'not run'}" for t in ("synccheck", "racecheck")]
     if checkers:
         parts.append(", ".join(checkers))
     if sim["status"] not in ("simulated",) and sim.get("message"):
