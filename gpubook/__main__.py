@@ -39,6 +39,9 @@ def main(argv: list[str] | None = None) -> int:
                    help="also the kernels that run on Hopper (default: Blackwell-only kernels)")
     s.add_argument("--merge", type=Path, default=None,
                    help="an earlier results file whose other cases are kept in the new one")
+    sm = sub.add_parser("simulate-merge", help="join simulation results files of one day into one")
+    sm.add_argument("out", type=Path)
+    sm.add_argument("files", nargs="+", type=Path)
     c = sub.add_parser("replay-case", help=argparse.SUPPRESS)
     c.add_argument("case")
     c.add_argument("--json", required=True)
@@ -62,6 +65,10 @@ def main(argv: list[str] | None = None) -> int:
 
         return simulate(args.out, args.results, args.only, tuple(args.tools.split(",")),
                         args.timeout, args.jobs, args.workers, args.all_archs, args.merge)
+    if args.cmd == "simulate-merge":
+        from .simulate import merge_records
+
+        return merge_records(args.files, args.out)
     from .replay import main_case
 
     return main_case(args.case, args.json, not args.no_timing, not args.no_stress)

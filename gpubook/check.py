@@ -152,9 +152,17 @@ def describe_simulation(rec: dict[str, Any]) -> str:
     if status == "simulated":
         return f"{where}: " + "; ".join(parts) + " — not run on a B200"
     if status == "caught":
-        return (f"{where}: the fault was caught, as expected — {(rec.get('message') or '')[:240]}"
+        return (f"{where}: the fault was caught, as expected — {_shortened(rec.get('message') or '', 240)}"
                 " — not run on a B200")
-    return f"{where}: {status.upper()} — {(rec.get('message') or '; '.join(parts))[:300]}"
+    return f"{where}: {status.upper()} — {_shortened(rec.get('message') or '; '.join(parts), 300)}"
+
+
+def _shortened(text: str, limit: int) -> str:
+    """`text` cut at a word boundary before `limit` characters, with an ellipsis when cut."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    return text[:limit].rsplit(" ", 1)[0] + " …"
 
 
 def describe_stress(rec: dict[str, Any]) -> str:

@@ -245,3 +245,24 @@ def test_a_rotating_sample_of_the_book_reproduces_its_records(built_book):
         assert again["status"] == "simulated", again
         assert again["max_abs_error"] == rec["max_abs_error"], (rec["case"], again["max_abs_error"])
         assert again["tools"]["synccheck"]["verdict"] == rec["tools"]["synccheck"]["verdict"] == "clean"
+
+
+def test_the_runs_of_a_day_merge_tool_by_tool(tmp_path):
+    run = {"gpu": simulate.SIM_GPU, "arch": "sm_100a", "date": "2026-12-01",
+           "simulator": "tirx-harness 0.1.2.post2", "tools": [], "sanitizer": []}
+    base = {"chapter": "ch", "name": "k", "kind": "check", "fingerprint": "f", "runs_on": ["sm_100a"]}
+    a = dict(base, case="ch--k--check", status="simulated", max_abs_error=0.5, seconds=10,
+             tools={"numbers": {"verdict": "match"}, "synccheck": {"verdict": "clean"}})
+    b = dict(base, case="ch--k--check", status="failed", message="racecheck: data_race", seconds=5,
+             tools={"racecheck": {"verdict": "error"}})
+    (tmp_path / "a.json").write_text(json.dumps({"format": 2, "run": dict(run, tools=["numbers", "synccheck"]), "cases": [a]}))
+    (tmp_path / "b.json").write_text(json.dumps({"format": 2, "run": dict(run, tools=["racecheck"]), "cases": [b]}))
+    simulate.merge_records([tmp_path / "a.json", tmp_path / "b.json"], tmp_path / "out.json")
+    out = json.loads((tmp_path / "out.json").read_text())
+    assert out["run"]["tools"] == ["numbers", "synccheck", "racecheck"]
+    (rec,) = out["cases"]
+    assert sorted(rec["tools"]) == ["numbers", "racecheck", "synccheck"]
+    assert rec["status"] == "failed" and rec["max_abs_error"] == 0.5, "a finding is never merged away"
+    (tmp_path / "c.json").write_text(json.dumps({"format": 2, "run": dict(run, date="2026-12-02"), "cases": []}))
+    with pytest.raises(ValueError, match="another simulator or date"):
+        simulate.merge_records([tmp_path / "a.json", tmp_path / "c.json"], tmp_path / "x.json")
