@@ -3,7 +3,7 @@
 The kernel computes O = softmax(Q K^T / sqrt(d)) V for (batch, heads, seqlen, 128) tensors in
 fp16 or bf16, with S and O in tensor memory. This module holds what can be stated and tested
 without a GPU: the calls it refuses (`validate`, `problem`), the software exp2 it sends part of
-the exponentials through (`fit_exp2_cubic`, `exp2_soft`, `exp2_cuda_source`), the tensor- and
+the exponentials through (`fit_exp2_cubic`, `exp2_soft`, `exp2_listing`), the tensor- and
 shared-memory budgets (`tmem_plan`, `smem_plan`), a CPU model of the kernel's block loop
 (`simulate`), the reference and tolerance of a check, the performance bound, and the figure of
 the barrier protocol.
@@ -12,6 +12,7 @@ the barrier protocol.
 from __future__ import annotations
 
 import math
+import re
 import struct
 from dataclasses import dataclass
 from typing import Any
@@ -112,18 +113,41 @@ def fit_exp2_cubic(iters: int = 60) -> np.ndarray:
 
 COEFFS = fit_exp2_cubic()
 ROUND_CONST = 1.5 * 2.0**23      # add.rm of this leaves floor(x) in the low mantissa bits
+# The software exp2's instructions, in the order the kernel issues them
+EXP2_OPS = ("max.f32", "add.rm.f32", "sub.rn.f32", "sub.rn.f32", "fma.rn.f32", "fma.rn.f32",
+            "fma.rn.f32", "shl.b32", "add.s32")
+
+
+def fma32(a: Any, b: Any, c: Any) -> np.ndarray:
+    """fma.rn.f32: a * b + c rounded once to float32 (nearest, ties to even), elementwise.
+
+    The product of two float32 is exact in float64; the sum is rounded to float64 and its
+    error recovered exactly (TwoSum). Rounding that float64 sum to float32 is the correctly
+    rounded result except when it lies exactly halfway between two float32 values, where
+    the error's sign decides."""
+    a, b, c = (np.asarray(v, np.float32).astype(np.float64) for v in (a, b, c))
+    prod = a * b
+    s = prod + c
+    bv = s - prod
+    err = (prod - (s - bv)) + (c - bv)
+    r = s.astype(np.float32)
+    r64 = r.astype(np.float64)
+    other = np.nextafter(r, np.where(s > r64, np.float32(np.inf), np.float32(-np.inf)))
+    tie = (s != r64) & (2 * s == r64 + other.astype(np.float64)) & (err != 0)
+    nearer = np.where(err > 0, np.maximum(r, other), np.minimum(r, other))
+    return np.where(tie, nearer, r).astype(np.float32)
 
 
 def exp2_soft(x: Any, coeffs: np.ndarray = COEFFS) -> np.ndarray:
-    """The kernel's software exp2, instruction for instruction, in float32 NumPy arithmetic."""
+    """The kernel's software exp2, instruction for instruction (`EXP2_OPS`), in float32 NumPy."""
     x = np.maximum(np.asarray(x, np.float32), np.float32(-127.0))
-    n = np.floor(x.astype(np.float64) + ROUND_CONST).astype(np.float32)   # add.rm: the sum's ulp is 1
-    nb = (n - np.float32(ROUND_CONST)).astype(np.float32)
-    f = (x - nb).astype(np.float32)
-    p = np.float32(coeffs[3])
-    for c in (coeffs[2], coeffs[1], coeffs[0]):
-        p = (p * f + np.float32(c)).astype(np.float32)
-    bits = p.view(np.int32) + (n.view(np.int32) << 23)
+    n = np.floor(x) + np.float32(ROUND_CONST)          # add.rm: the sum's ulp is 1, so it is exact
+    nb = n - np.float32(ROUND_CONST)
+    f = x - nb
+    p = fma32(f, coeffs[3], coeffs[2])
+    p = fma32(p, f, coeffs[1])
+    p = fma32(p, f, coeffs[0])
+    bits = p.view(np.uint32) + (n.view(np.uint32) << np.uint32(23))
     return bits.view(np.float32)
 
 
@@ -132,26 +156,25 @@ def hexf(v: float) -> str:
     return "0f%08X" % struct.unpack("<I", struct.pack("<f", float(v)))[0]
 
 
-EXP2_FUNC = "gpubook_exp2_poly"
-
-
-def exp2_cuda_source(coeffs: np.ndarray = COEFFS) -> str:
-    """The device function of the software exp2: clamp, floor by add.rm, three FMAs, exponent add."""
-    lines = [
-        ".reg .f32 xc, n, nb, f, p;", ".reg .b32 ni, pi;",
-        f"max.f32 xc, %1, {hexf(-127.0)};",
-        f"add.rm.f32 n, xc, {hexf(ROUND_CONST)};",
-        f"sub.rn.f32 nb, n, {hexf(ROUND_CONST)};",
-        "sub.rn.f32 f, xc, nb;",
-        f"fma.rn.f32 p, f, {hexf(coeffs[3])}, {hexf(coeffs[2])};",
-        f"fma.rn.f32 p, p, f, {hexf(coeffs[1])};",
-        f"fma.rn.f32 p, p, f, {hexf(coeffs[0])};",
-        "mov.b32 ni, n;", "shl.b32 ni, ni, 23;", "mov.b32 pi, p;", "add.s32 pi, pi, ni;",
-        "mov.b32 %0, pi;",
-    ]
-    body = "".join(f'"{ln}\\n\\t"\n      ' for ln in lines)
-    return (f"\n__device__ __forceinline__ float {EXP2_FUNC}(float x) {{\n  float r;\n"
-            f'  asm("{{\\n\\t"\n      {body}"}}" : "=f"(r) : "f"(x));\n  return r;\n}}\n')
+def exp2_listing(ptx: str) -> list[str]:
+    """The first software exp2 in a kernel's PTX: its nine instructions (`EXP2_OPS`), with the
+    registers that hold constants shown as the immediates moved into them."""
+    lines = [ln.strip() for ln in ptx.splitlines()]
+    consts: dict[str, str] = {}
+    for ln in lines:
+        m = re.match(r"mov\.(?:f32|b32|u32|s32)\s+(%\w+),\s*(0f[0-9A-F]{8}|-?\d+);", ln)
+        if m:
+            consts[m.group(1)] = m.group(2)
+    op = [ln.split()[0] if ln else "" for ln in lines]
+    first = next((i for i, o in enumerate(op) if o == EXP2_OPS[1]), len(op))
+    start = max((i for i in range(first) if op[i] == EXP2_OPS[0]), default=first)
+    out: list[str] = []
+    for o, ln in zip(op[start:], lines[start:]):
+        if o == EXP2_OPS[len(out)]:
+            out.append(re.sub(r"%\w+", lambda r: consts.get(r.group(0), r.group(0)), ln))
+            if len(out) == len(EXP2_OPS):
+                return out
+    raise ValueError(f"no complete software exp2 in the PTX: found {len(out)} of {len(EXP2_OPS)}")
 
 
 def soft_columns(blk: int = BLK, every: int = SOFT_EVERY) -> list[int]:

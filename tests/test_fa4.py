@@ -84,12 +84,71 @@ def test_exp2_soft_error_and_exact_powers():
     assert fa4.exp2_soft(np.array([below]))[0] < 0.125
 
 
-def test_exp2_cuda_source_is_the_model():
-    src = fa4.exp2_cuda_source()
-    assert src.count("fma.rn.f32") == 3 and "add.rm.f32" in src and "shl.b32 ni, ni, 23" in src
-    for c in fa4.COEFFS:
-        assert fa4.hexf(c) in src
+def test_fma32_rounds_once():
+    """fma32 is fma.rn.f32: the exact a * b + c, rounded once, ties to even."""
+    from fractions import Fraction
+
+    rng = np.random.default_rng(11)
+    a = (rng.integers(1, 1 << 12, 4000) / 2.0**11).astype(np.float32)       # short mantissas:
+    b = (1 + rng.integers(0, 1 << 13, 4000) / 2.0**13).astype(np.float32)   # many exact ties
+    c = (2.0 ** rng.integers(-30, 3, 4000) * (1 + rng.integers(0, 1 << 23, 4000) / 2.0**23)).astype(np.float32)
+    a[:2000] = rng.uniform(0, 2, 2000).astype(np.float32)
+    got = fa4.fma32(a, b, c)
+    for x, y, z, r in zip(a, b, c, got):
+        exact = Fraction(float(x)) * Fraction(float(y)) + Fraction(float(z))
+        near = np.float32(float(exact))
+        cands = [near, np.nextafter(near, np.float32(np.inf)), np.nextafter(near, np.float32(-np.inf))]
+        best = min(cands, key=lambda v: (abs(Fraction(float(v)) - exact), int(np.array(v).view(np.int32)) & 1))
+        assert r == best, (x, y, z)
+    twice = ((a * b).astype(np.float32) + c).astype(np.float32)             # two roundings differ
+    assert (twice != got).any()
+
+
+def test_exp2_soft_floors_like_add_rm():
+    """add.rm leaves floor(x) = -1 for a tiny negative x, where x + 1.5 * 2^23 rounded to
+    nearest would give 0: the result is 2^-1 p(1), with f = x + 1 rounded to 1."""
+    c = fa4.COEFFS
+    one = np.float32(1.0)
+    p1 = fa4.fma32(fa4.fma32(fa4.fma32(one, c[3], c[2]), one, c[1]), one, c[0])
+    assert fa4.exp2_soft(np.array([-1e-30], np.float32))[0] == p1 / 2
+    assert fa4.exp2_soft(np.array([-0.0, 0.0], np.float32)).tolist() == [1.0, 1.0]
+    assert fa4.exp2_soft(np.array([-200.0], np.float32))[0] == fa4.exp2_soft(np.array([-127.0], np.float32))[0]
+
+
+PTX_EXP2 = """
+	mov.f32 	%f3, 0fC2FE0000;
+	// begin inline asm
+	max.f32 %f1, %f2, %f3;
+	// end inline asm
+	mov.f32 	%f9, 0f4B400000;
+	add.rm.f32 %f4, %f1, %f9;
+	sub.rn.f32 %f7, %f4, %f9;
+	sub.rn.f32 %f10, %f1, %f7;
+	mov.f32 	%f15, 0f3D9DD255;
+	mov.f32 	%f16, 0f3E691D67;
+	fma.rn.f32 %f13, %f10, %f15, %f16;
+	mov.f32 	%f20, 0f3F31F315;
+	fma.rn.f32 %f17, %f13, %f10, %f20;
+	mov.f32 	%f24, 0f3F800000;
+	fma.rn.f32 %f21, %f17, %f10, %f24;
+	mov.b32 	%r2, %f4;
+	mov.b32 	%r3, 23;
+	shl.b32 %r1, %r2, %r3;
+	mov.b32 	%r5, %f21;
+	add.s32 %r4, %r5, %r1;
+"""
+
+
+def test_exp2_listing_reads_one_exp2_from_ptx():
+    got = fa4.exp2_listing(PTX_EXP2)
+    assert tuple(ln.split(" ")[0] for ln in got) == fa4.EXP2_OPS
+    assert got[0] == "max.f32 %f1, %f2, 0fC2FE0000;" and got[7] == "shl.b32 %r1, %r2, 23;"
+    text = "\n".join(got)
+    for v in (*fa4.COEFFS[1:], fa4.ROUND_CONST):
+        assert fa4.hexf(v) in text
     assert fa4.hexf(1.0) == "0f3F800000" and fa4.hexf(-127.0) == "0fC2FE0000"
+    with pytest.raises(ValueError, match="no complete software exp2"):
+        fa4.exp2_listing(PTX_EXP2.split("\tshl")[0])
 
 
 def test_soft_share():
@@ -162,6 +221,16 @@ def test_protocol_figure_draws():
     assert min(plots.drawn_font_sizes(fig)) >= plots.MIN_FONT_PT
 
 
+def _exp2_helper(ns):
+    """The chapter's software exp2 (an inline TIRx helper) and its constants, defined in ns."""
+    from gpubook import gemm as gg
+    from tvm.script import tirx as T
+
+    ns["C0"], ns["C1"], ns["C2"], ns["C3"] = (float(v) for v in fa4.COEFFS)
+    ns["BIG"] = fa4.ROUND_CONST
+    ns["exp2_poly"] = T.inline(gg.load_factory("11B-fa4-blackwell", "exp2_poly", ns))
+
+
 def test_the_chapter_kernel_builds_and_keeps_the_rules():
     """Build chapter 11B's make_fa4 (causal, GQA 4) and assert its budgets and ordering rules."""
     import gpubook as gb
@@ -178,8 +247,7 @@ def test_the_chapter_kernel_builds_and_keeps_the_rules():
               TILE_BYTES=128 * 128 * 2, REGS_PRODUCER=120, REGS_SOFTMAX=232)
     ns["ROW"] = TileLayout(S[(128, 128) : (1 @ tid_in_wg, 1)])
     ns["ROW_CH"] = TileLayout(S[(128, 32) : (1 @ tid_in_wg, 1)])
-    ns["exp2_poly"] = lambda x: T.cuda.func_call(fa4.EXP2_FUNC, x, source_code=fa4.exp2_cuda_source(),
-                                                  return_type="float32")
+    _exp2_helper(ns)
     make = gg.load_factory("11B-fa4-blackwell", "make_fa4", ns)
     k = gb.build(make(1, 8, 2, 256, "float16", True), name="fa4_test")
     assert lint.lint(k.ptx) == [], lint.report(k.ptx)
@@ -188,7 +256,8 @@ def test_the_chapter_kernel_builds_and_keeps_the_rules():
     assert k.sass_counts["UTCHMMA"] == k.ptx_counts["tcgen05.mma"] > 0
     assert len(re.findall(r"UTCHMMA\s+tmem\[", k.sass)) % 8 == 0
     assert k.sass_counts["LDTM"] == k.ptx_counts["tcgen05.ld"]
-    assert len(re.findall(r"add\.rm\.f32", k.ptx)) % len(fa4.soft_columns()) == 0
+    assert tuple(ln.split(" ")[0] for ln in fa4.exp2_listing(k.ptx)) == fa4.EXP2_OPS
+    assert len(re.findall(r"add\.rm\.f32", k.ptx)) == 2 * len(fa4.soft_columns())   # the copies off the diagonal
 
 
 # -- the two-Q-tile kernel ----------------------------------------------------------------------------
@@ -277,8 +346,7 @@ def test_the_chapter_two_tile_kernel_builds_and_keeps_the_rules():
               REGS_SOFT2=176, REGS_CORR2=96, REGS_OTHER2=64)
     ns["ROW"] = TileLayout(S[(128, 128) : (1 @ tid_in_wg, 1)])
     ns["ROW_CH"] = TileLayout(S[(128, 32) : (1 @ tid_in_wg, 1)])
-    ns["exp2_poly"] = lambda x: T.cuda.func_call(fa4.EXP2_FUNC, x, source_code=fa4.exp2_cuda_source(),
-                                                  return_type="float32")
+    _exp2_helper(ns)
     make = gg.load_factory("11B-fa4-blackwell", "make_fa4_full", ns)
     with pytest.raises(fa4.FA4CallError, match="256"):
         make(1, 8, 2, 384, "float16", True)
