@@ -105,7 +105,7 @@ def run(launcher: Any, saved: Sequence[Any], params: Sequence[Any], outputs: Seq
 def record_case(kernel: Any, name: str, args: Sequence[Any], outputs: Sequence[int],
                 repeat: int) -> Path | None:
     """When exporting, save a trace case: modules, every input tensor, what to keep."""
-    if export.export_dir() is None:
+    if not export.exporting("trace", name):
         return None
     import torch
 
