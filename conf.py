@@ -9,7 +9,8 @@ copyright = "2026, " + author
 extensions = ["myst_nb", "sphinx_design", "sphinx_copybutton", "gpubook.sphinxext"]
 exclude_patterns = [
     "_build", ".venv", "notebooks", "README.md", "tests", ".pytest_cache", "**/.ipynb_checkpoints",
-    ".jupyter_cache", ".export", ".gpu-runtime", "results",
+    ".jupyter_cache", ".export*", ".selftest*", ".gpu-runtime", "results",
+    ".venv-sim",  # the simulator's interpreter: its packages carry Markdown of their own
     "CONTRIBUTING.md", "chapters/_demos",  # the demos' embed snippets are included by chapters
 ]
 root_doc = "index"
