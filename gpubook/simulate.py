@@ -85,13 +85,12 @@ def _numpy(t: Any) -> Any:
     return t.numpy()
 
 
-def write_inputs(case_dir: Path, meta: dict[str, Any], work: Path, variant: int | None = None) -> None:
-    """The case's arguments as NumPy arrays (outputs poisoned) for the worker."""
+def write_inputs(data: dict[str, Any], meta: dict[str, Any], work: Path) -> None:
+    """The case's arguments (`data`, its tensors.pt) as NumPy arrays for the worker, outputs
+    poisoned."""
     import numpy as np
-    import torch
 
-    data = torch.load(case_dir / "tensors.pt")
-    args = data["args"] if variant is None else data["variants"][variant]["args"]
+    args = data["args"]
     arrays, dtypes = {}, {}
     outputs = [meta["params"][i]["name"] for i in meta["outputs"]]  # in the order of `expected`
     for i, p in enumerate(meta["params"]):
@@ -199,7 +198,8 @@ def simulate_case(case_dir: Path, tools: tuple[str, ...] = TOOLS, timeout: float
         return rec
     work = Path(tempfile.mkdtemp(prefix="gpubook-sim-"))
     try:
-        write_inputs(case_dir, meta, work)
+        data = torch.load(case_dir / "tensors.pt")
+        write_inputs(data, meta, work)
         cmd = [exe, str(WORKER), str(case_dir), str(work), "--tools", ",".join(tools),
                "--workers", str(workers)]
         env = dict(os.environ)
@@ -222,7 +222,6 @@ def simulate_case(case_dir: Path, tools: tuple[str, ...] = TOOLS, timeout: float
         if (work / "outputs.npz").exists():
             z = np.load(work / "outputs.npz")
             actual = {k: z[k] for k in z.files}
-        data = torch.load(case_dir / "tensors.pt")
         rec.update(judge(meta, report["tools"], data["expected"], actual))
         rec["simulator"] = report.get("simulator")
         rec["seconds"] = round(time.time() - t0, 1)
@@ -315,6 +314,7 @@ def simulate(export_dir: Path, results: Path | None = None, only: str | None = N
     print(f"simulate: {len(cases)} cases with {version} ({', '.join(tools)}), {jobs} at a time",
           flush=True)
     t_all = time.time()
+    order = {c.name: i for i, c in enumerate(cases)}
 
     def one(d: Path) -> dict[str, Any]:
         rec = simulate_case(d, tools, timeout, workers, exe)
@@ -322,7 +322,6 @@ def simulate(export_dir: Path, results: Path | None = None, only: str | None = N
         print(f"simulate: [{len(done)}/{len(cases)}] {d.name}: {rec['status']}"
               f" ({rec.get('seconds', 0)} s)" + (f" — {rec['message'][:200]}" if rec.get("message") else ""),
               flush=True)
-        order = {c.name: i for i, c in enumerate(cases)}
         payload = {"format": 2, "run": run,
                    "cases": kept + sorted(done, key=lambda c: order.get(c["case"], 0))}
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -331,7 +330,6 @@ def simulate(export_dir: Path, results: Path | None = None, only: str | None = N
 
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         list(pool.map(one, cases))
-    order = {c.name: i for i, c in enumerate(cases)}
     done.sort(key=lambda c: order[c["case"]])
     print(summary_table(done))
     bad = [c for c in done if not good(c)]
