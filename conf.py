@@ -9,7 +9,7 @@ copyright = "2026, " + author
 extensions = ["myst_nb", "sphinx_design", "sphinx_copybutton", "gpubook.sphinxext"]
 exclude_patterns = [
     "_build", ".venv", "notebooks", "README.md", "tests", ".pytest_cache", "**/.ipynb_checkpoints",
-    ".jupyter_cache", ".export*", ".selftest*", ".gpu-runtime", "results",
+    ".jupyter_cache", ".kernel_cache", ".export*", ".selftest*", ".gpu-runtime", "results",
     ".venv-sim",  # the simulator's interpreter: its packages carry Markdown of their own
     "CONTRIBUTING.md", "chapters/_demos",  # the demos' embed snippets are included by chapters
 ]
@@ -55,6 +55,11 @@ def _reset_cache_when_inputs_change(cache: str, digest: str) -> None:
 gpubook_inputs_digest = _inputs_digest()
 if nb_execution_mode == "cache":
     _reset_cache_when_inputs_change(nb_execution_cache_path, gpubook_inputs_digest)
+# Locally, compiled kernels are kept too (gpubook.build.kernel_cache, keyed by script and
+# toolchain): a chapter that runs again compiles only what changed. A forced build compiles all.
+if nb_execution_mode == "cache" and "GPUBOOK_KERNEL_CACHE" not in os.environ:
+    os.environ["GPUBOOK_KERNEL_CACHE"] = os.path.join(os.path.dirname(os.path.abspath(__file__)), ".kernel_cache")
+    os.environ["GPUBOOK_KERNEL_CACHE_MODE"] = "update"
 nb_execution_raise_on_error = True
 nb_execution_timeout = 600  # seconds per cell: a kernel compile takes about a second
 nb_execution_show_tb = True

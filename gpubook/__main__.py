@@ -1,4 +1,5 @@
-"""Command line: `python -m gpubook export OUT`, `export-selftest OUT`, `replay OUT`, `simulate OUT`."""
+"""Command line: `python -m gpubook export OUT`, `export-selftest OUT`, `replay OUT`, `simulate OUT`,
+`pack-runtime OUT`."""
 
 from __future__ import annotations
 
@@ -42,6 +43,12 @@ def main(argv: list[str] | None = None) -> int:
     sm = sub.add_parser("simulate-merge", help="join simulation results files of one day into one")
     sm.add_argument("out", type=Path)
     sm.add_argument("files", nargs="+", type=Path)
+    pk = sub.add_parser("pack-runtime", help="write the runtime bundle a GPU host without apache-tvm "
+                        "needs to replay an export (source OUT/env.sh there)")
+    pk.add_argument("out", type=Path)
+    pk.add_argument("--python", default="3.12", help="the GPU host's Python version (default 3.12)")
+    pk.add_argument("--wheels", type=Path, default=None,
+                    help="a folder holding the apache-tvm-ffi wheel (default: download it with pip)")
     c = sub.add_parser("replay-case", help=argparse.SUPPRESS)
     c.add_argument("case")
     c.add_argument("--json", required=True)
@@ -69,6 +76,13 @@ def main(argv: list[str] | None = None) -> int:
         from .simulate import merge_records
 
         return merge_records(args.files, args.out)
+    if args.cmd == "pack-runtime":
+        from .pack import bundle_size, pack_runtime
+
+        out = pack_runtime(args.out, args.python, args.wheels)
+        print(f"pack-runtime: {out} holds {bundle_size(out) / 1e6:.1f} MB for Python {args.python}; "
+              f"on the GPU host: source {out}/env.sh")
+        return 0
     from .replay import main_case
 
     return main_case(args.case, args.json, not args.no_timing, not args.no_stress)

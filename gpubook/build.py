@@ -6,7 +6,6 @@ import html
 import os
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -195,12 +194,12 @@ def build(func: Any, name: str | None = None, highlight: tuple[str, ...] = (),
         name = str(attrs["global_symbol"]) if attrs is not None and "global_symbol" in attrs else "kernel"
     want = _requested(archs)
     cache = kernel_cache(func, want)
-    if cache is not None and cache.mode == "read":
+    if cache is not None and cache.mode in ("read", "update"):
         kernel = cache.load(func, name, highlight)
         if kernel is not None:
             return kernel
     kernel = _build(func, name, highlight, archs, want)
-    if cache is not None and cache.mode == "write":
+    if cache is not None and cache.mode in ("write", "update"):
         cache.store(kernel)
     return kernel
 
@@ -213,53 +212,50 @@ def _build(func: Any, name: str, highlight: tuple[str, ...], archs: tuple[str, .
     host, _ = lower(func, primary)
     executables = {primary: _compile(func, primary)}
     src = executables[primary].mod.imports[0].inspect_source()
-    other_src, other_error = None, None
-    try:
-        executables[other] = _compile(func, other)
-        other_src = executables[other].mod.imports[0].inspect_source()
-    except Exception as exc:  # noqa: BLE001 - recorded as the reason the other arch has no build
-        other_error = exc
     using = toolchain.compiler()
-    with ThreadPoolExecutor(max_workers=3) as pool:
-        ptx_job = pool.submit(toolchain.compile_source, src, primary, "ptx", using)
-        cubin_job = pool.submit(toolchain.compile_source, src, primary, "cubin", using)
-        # The other arch is compiled alongside: for a portable kernel it must pass; for a
-        # Hopper-only kernel its refusal is the recorded reason.
-        other_job = (pool.submit(toolchain.compile_source, other_src, other, "cubin", using)
-                     if other_src is not None else None)
+    try:
+        ptx_bytes, cubin = toolchain.compile_both(src, primary, using)
+    except RuntimeError as exc:
+        if primary == BLACKWELL and archs is None:
+            raise RuntimeError(
+                f"{name} does not build for {BLACKWELL}: {toolchain.first_error(str(exc))}. "
+                f"A Hopper-only kernel (wgmma) builds with archs=(gb.HOPPER,).\n{exc}"
+            ) from None
+        raise
+    ptx = ptx_bytes.decode(errors="replace").rstrip("\x00")
+
+    def other_build() -> Exception | None:
+        """Lower and assemble for the other arch; the exception that refused it, if any."""
         try:
-            ptx = ptx_job.result().decode(errors="replace").rstrip("\x00")
-            cubin = cubin_job.result()
-        except RuntimeError as exc:
-            if primary == BLACKWELL and archs is None:
-                raise RuntimeError(
-                    f"{name} does not build for {BLACKWELL}: {toolchain.first_error(str(exc))}. "
-                    f"A Hopper-only kernel (wgmma) builds with archs=(gb.HOPPER,).\n{exc}"
-                ) from None
-            raise
-        if other_job is not None:
-            other_error = other_job.exception()
+            executables[other] = _compile(func, other)
+            toolchain.compile_both(executables[other].mod.imports[0].inspect_source(), other, using)
+        except Exception as exc:  # noqa: BLE001 - recorded as the reason the other arch has no build
+            executables.pop(other, None)
+            return exc
+        return None
+
     runs_on: tuple[str, ...] = (primary,)
     not_built: dict[str, str] = {}
     if primary == HOPPER:
+        # A Hopper-only kernel: its refusal for Blackwell is the recorded reason.
+        other_error = other_build()
         if other_error is None:
             raise ValueError(
                 f"{name} assembles for {BLACKWELL} too: every kernel that can must build for "
                 f"{BLACKWELL}; drop archs={tuple(want)!r}"
             )
-        executables.pop(BLACKWELL, None)
         not_built[BLACKWELL] = toolchain.first_error(str(other_error))
     else:
         features = report.blackwell_only_features(ptx)
         if features:
-            executables.pop(HOPPER, None)
+            # No Hopper build is tried: the PTX itself says why there is none.
             if HOPPER in want and archs is not None:
                 raise ValueError(f"{name} cannot build for {HOPPER}: it uses {', '.join(features)}")
             not_built[HOPPER] = "Blackwell-only PTX: " + ", ".join(features)
         elif HOPPER not in want:
-            executables.pop(HOPPER, None)
             not_built[HOPPER] = f"not requested (archs={tuple(want)!r})"
         else:
+            other_error = other_build()
             if other_error is not None:  # the Hopper claim is proven at build time, or the build fails
                 raise other_error
             runs_on = (BLACKWELL, HOPPER)
@@ -269,8 +265,7 @@ def _build(func: Any, name: str, highlight: tuple[str, ...], archs: tuple[str, .
                 # lowers and assembles for that arch; kernels needing clusters or TMA will not.
                 try:
                     executables[local] = _compile(func, local)
-                    toolchain.compile_source(executables[local].mod.imports[0].inspect_source(),
-                                             local, "cubin", using)
+                    toolchain.compile_both(executables[local].mod.imports[0].inspect_source(), local, using)
                     runs_on = (BLACKWELL, HOPPER, local)
                 except Exception:  # noqa: BLE001 - any failure just means "does not run here"
                     executables.pop(local, None)
@@ -291,7 +286,7 @@ def _build(func: Any, name: str, highlight: tuple[str, ...], archs: tuple[str, .
 
 # -- a build cache for test runs -------------------------------------------------------------
 CACHE_ENV = "GPUBOOK_KERNEL_CACHE"            # a folder
-CACHE_MODE_ENV = "GPUBOOK_KERNEL_CACHE_MODE"  # "write" or "read"
+CACHE_MODE_ENV = "GPUBOOK_KERNEL_CACHE_MODE"  # "write", "read" or "update"
 # What a cached build keeps: everything but the call's own name, function and highlight
 # (lowered modules are recompiled on demand by Kernel.executable).
 _CACHED_FIELDS = ("arch", "runs_on", "compiler", "source", "ptx", "cubin", "sass", "resources",
@@ -304,7 +299,7 @@ _DISTRIBUTIONS = ("apache-tvm", "apache-tvm-ffi", "cuda-bindings", "nvidia-cuda-
 @dataclass
 class KernelCache:
     """One build's entry in a build cache: written by one execution of a chapter, read by a
-    second execution of the same chapter in the same test run."""
+    later one (the notebooks test of the same run; the next local build of the book)."""
 
     path: Any  # pathlib.Path of the entry
     mode: str
@@ -330,20 +325,22 @@ class KernelCache:
 def kernel_cache(func: Any, want: tuple[str, ...]) -> KernelCache | None:
     """The cache entry of this build when `GPUBOOK_KERNEL_CACHE` names a folder, else None.
 
-    Off by default: a build of the book compiles every kernel. A test run turns it on
-    so that the notebooks test, which executes every chapter a second time, takes the compiled
-    artifacts of the book build that ran before it in the same run instead of compiling
-    each kernel again: the book build writes (`GPUBOOK_KERNEL_CACHE_MODE=write`), the notebooks
-    read (`read`); neither does both. An entry is keyed by the kernel's TIRx script, the archs
-    asked for, the compiler, the local GPU's arch, the versions of TVM and the CUDA wheels,
-    and the sources of the gpubook modules that shape a build; every cell still runs.
+    Modes (`GPUBOOK_KERNEL_CACHE_MODE`): "write" compiles every kernel and stores it (a test
+    run's book build); "read" takes stored builds and compiles what is missing without storing
+    it (the notebooks test of the same run); "update" does both (a local build of the book:
+    conf.py turns it on in `.kernel_cache/` unless GPUBOOK_EXECUTION=force, so that a chapter
+    re-executed after a change compiles only the kernels whose script changed). An entry is
+    keyed by the kernel's TIRx script, the archs asked for, the compiler, the local GPU's arch,
+    the versions of TVM and the CUDA wheels, and the sources of the gpubook modules that shape
+    a build; every cell still runs.
     """
     folder = os.environ.get(CACHE_ENV)
     mode = os.environ.get(CACHE_MODE_ENV, "")
     if not folder:
         return None
-    if mode not in ("read", "write"):
-        raise ValueError(f"{CACHE_MODE_ENV} must be 'read' or 'write' when {CACHE_ENV} is set, not {mode!r}")
+    if mode not in ("read", "write", "update"):
+        raise ValueError(f"{CACHE_MODE_ENV} must be 'read', 'write' or 'update' when {CACHE_ENV} is set, "
+                         f"not {mode!r}")
     import hashlib
     import json
     from pathlib import Path
@@ -396,5 +393,7 @@ def _local_arch() -> str | None:
 
 def _compile(func: Any, arch: str) -> Any:
     import tvm
+
+    toolchain.install_tvm_callback()
 
     return tvm.compile(tvm.IRModule({"main": func}), target=target(arch), tir_pipeline="tirx")

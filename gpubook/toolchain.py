@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sysconfig
 import tempfile
+import threading
 from pathlib import Path
+from typing import Any
 
 # The flags TVM's own nvcc path uses, so that a module compiled here and one compiled by a
 # GPU host's nvcc at load time are the same program.
@@ -60,13 +64,188 @@ def _nvrtc_env() -> None:
 
 def compile_source(src: str, arch: str, fmt: str, using: str | None = None) -> bytes:
     """Compile CUDA source to 'ptx' or 'cubin' for an arch such as 'sm_100a'."""
+    ptx, cubin = compile_both(src, arch, using)
+    return ptx if fmt == "ptx" else cubin
+
+
+# One compilation per (source, arch, compiler) in a process: the PTX and the cubin of a kernel
+# come from the same NVRTC run, and a refusal is remembered as well as a success.
+_compiled: dict[tuple[str, str, str], tuple[bytes, bytes] | RuntimeError] = {}
+_compiled_lock = threading.Lock()
+
+
+def compile_both(src: str, arch: str, using: str | None = None) -> tuple[bytes, bytes]:
+    """(PTX, cubin) of CUDA source for an arch such as 'sm_100a', compiled once per process.
+
+    With NVRTC one compilation for the real arch yields both (its PTX is byte for byte the PTX of
+    a compilation for the virtual arch), and the CUDA headers are parsed once per process: they
+    come first in the program, and NVRTC's automatic precompiled header keeps them. The program
+    is otherwise TVM's (`tvm.support.nvcc`, same preamble, same options); `GPUBOOK_COMPILE_VERIFY=1`
+    compiles each source through TVM as well and fails on any byte of difference.
+    """
     using = using or compiler()
-    if using == "nvcc" and shutil.which("nvcc"):
-        return _nvcc(src, arch, fmt)
-    from tvm.support import nvcc as tvm_nvcc  # NVRTC through apache-tvm and cuda-bindings
+    if using == "nvcc" and not shutil.which("nvcc"):
+        using = "nvrtc"
+    key = (hashlib.sha256(src.encode()).hexdigest(), arch, using)
+    with _compiled_lock:
+        found = _compiled.get(key)
+    if found is None:
+        try:
+            found = (_nvcc(src, arch, "ptx"), _nvcc(src, arch, "cubin")) if using == "nvcc" else _nvrtc(src, arch)
+        except RuntimeError as exc:
+            found = exc
+        with _compiled_lock:
+            _compiled[key] = found
+    if isinstance(found, RuntimeError):
+        raise RuntimeError(str(found))
+    return found
+
+
+# Headers every TVM CUDA program may include (tvm/backend/cuda/codegen/header.py), parsed
+# first so that one precompiled header serves every kernel of a process. Each is guarded, so
+# the program's own #include of it later is empty; a header that the program includes after
+# defining macros for it (sm_61_intrinsics.h) is left out, and so is mma.h, with which NVRTC
+# makes no precompiled header.
+PCH_HEADERS = ("cuda/std/cstdint", "cuda/std/limits", "cuda/std/type_traits", "cuda_fp16.h",
+               "cuda_bf16.h", "cuda_fp8.h", "cuda_fp6.h", "cuda_fp4.h", "math_constants.h")
+# TVM's NVRTC preamble, verbatim (tvm.support.nvcc._compile_cuda_nvrtc).
+_TVM_PREAMBLE = """#include <cuda/std/cstdint>
+using cuda::std::uint8_t;
+using cuda::std::uint16_t;
+using cuda::std::uint32_t;
+using cuda::std::uint64_t;
+using cuda::std::int8_t;
+using cuda::std::int16_t;
+using cuda::std::int32_t;
+using cuda::std::int64_t;
+
+// NVRTC uses asm/volatile instead of __asm__/__volatile__
+#ifndef __asm__
+#define __asm__ asm
+#endif
+#ifndef __volatile__
+#define __volatile__ volatile
+#endif
+
+// NVRTC does not pull in the host <math.h>, so INFINITY is undefined. Provide it
+// from libcu++ (same float +inf value nvcc's <math.h> yields).
+#include <cuda/std/limits>
+#ifndef INFINITY
+#define INFINITY (::cuda::std::numeric_limits<float>::infinity())
+#endif
+
+"""
+_TENSOR_MAP = ("struct alignas(64) CUtensorMap_st {\n  unsigned long long opaque[16];\n};\n"
+               "typedef struct CUtensorMap_st CUtensorMap;\n\n")
+
+
+def nvrtc_program(src: str) -> str:
+    """The program NVRTC compiles for a TVM CUDA source: the headers, then TVM's preamble and
+    source transformation (no host-only cuda.h; the CUtensorMap type that cuda.h would define)."""
+    body = "\n".join(ln for ln in src.splitlines() if ln.strip() != "#include <cuda.h>")
+    if "CUtensorMap" in body:
+        body = _TENSOR_MAP + body
+    head = "".join(f"#include <{h}>\n" for h in PCH_HEADERS) + "#pragma nv_hdrstop\n"
+    return head + _TVM_PREAMBLE + body
+
+
+def nvrtc_options(arch: str, pch: bool = True) -> list[str]:
+    """TVM's NVRTC options for an arch (tvm.support.nvcc._compile_cuda_nvrtc), plus the
+    automatic precompiled header."""
+    from tvm.support import nvcc as tvm_nvcc
 
     _nvrtc_env()
-    return bytes(tvm_nvcc.compile_cuda(src, target_format=fmt, arch=arch, compiler="nvrtc"))
+    cuda_path = tvm_nvcc.find_cuda_path()
+    includes = []
+    if os.path.isdir(os.path.join(cuda_path, "include")):
+        includes.append(os.path.join(cuda_path, "include"))
+    arch_include = tvm_nvcc._find_cuda_target_include(cuda_path)
+    if arch_include:
+        includes.append(arch_include)
+        if os.path.isdir(os.path.join(arch_include, "cccl")):
+            includes.append(os.path.join(arch_include, "cccl"))
+    opts = [f"--gpu-architecture={arch}", "-default-device", "--device-int128"]
+    opts += [f"-I{p}" for p in includes]
+    opts += ["-D__NV_SILENCE_DEPRECATION_BEGIN=", "-D__NV_SILENCE_DEPRECATION_END=",
+             "-D__NV_SILENCE_HOST_DEPRECATION_BEGIN=", "-D__NV_SILENCE_HOST_DEPRECATION_END=",
+             "-U__CUDA_NO_HALF_OPERATORS__", "-U__CUDA_NO_HALF_CONVERSIONS__",
+             "-U__CUDA_NO_BFLOAT16_OPERATORS__", "-U__CUDA_NO_BFLOAT16_CONVERSIONS__",
+             "-U__CUDA_NO_BFLOAT162_OPERATORS__", "-U__CUDA_NO_BFLOAT162_CONVERSIONS__",
+             "--use_fast_math"]
+    opts += [f"--ptxas-options={f}" for f in tvm_nvcc._ptxas_option_flags()]
+    opts += shlex.split(os.environ.get("TVM_CUDA_NVRTC_EXTRA_OPTS", "").strip())
+    if pch:
+        opts.append("-pch")
+    return opts
+
+
+def _nvrtc(src: str, arch: str) -> tuple[bytes, bytes]:
+    from cuda.bindings import nvrtc
+
+    if "#include <nvshmem.h>" in src or "#include <nvshmemx.h>" in src:
+        raise RuntimeError("NVSHMEM kernels are not compiled by the book's toolchain")
+    opts = [o.encode() for o in nvrtc_options(arch)]
+    err, prog = nvrtc.nvrtcCreateProgram(nvrtc_program(src).encode(), b"tvm_kernels.cu", 0, None, None)
+    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+        raise RuntimeError(f"Failed to create NVRTC program: {err}")
+    try:
+        (err,) = nvrtc.nvrtcCompileProgram(prog, len(opts), opts)
+        if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+            _, n = nvrtc.nvrtcGetProgramLogSize(prog)
+            log = bytearray(n)
+            nvrtc.nvrtcGetProgramLog(prog, log)
+            raise RuntimeError("NVRTC compilation failed:\n" + log.decode(errors="replace").rstrip("\x00"))
+        out = []
+        for size, get in ((nvrtc.nvrtcGetPTXSize, nvrtc.nvrtcGetPTX), (nvrtc.nvrtcGetCUBINSize, nvrtc.nvrtcGetCUBIN)):
+            err, n = size(prog)
+            buf = bytearray(n)
+            (err2,) = get(prog, buf)
+            if nvrtc.nvrtcResult.NVRTC_SUCCESS not in (err,) or err2 != nvrtc.nvrtcResult.NVRTC_SUCCESS:
+                raise RuntimeError(f"NVRTC produced no output ({err}, {err2})")
+            out.append(bytes(buf))
+    finally:
+        nvrtc.nvrtcDestroyProgram(prog)
+    ptx, cubin = out
+    if os.environ.get(VERIFY_ENV):
+        _verify(src, arch, ptx, cubin)
+    return ptx, cubin
+
+
+VERIFY_ENV = "GPUBOOK_COMPILE_VERIFY"
+_callback: list[Any] = []
+
+
+def install_tvm_callback() -> None:
+    """Route TVM's own CUDA compilation (a module's export or load) through `compile_both`, so that
+    a kernel the book has built is not compiled again when it is exported. The arch is the one
+    TVM would pick; with TVM_CUDA_COMPILE_MODE=nvcc, TVM's callback runs unchanged."""
+    if _callback:
+        return
+    import tvm_ffi
+    from tvm.support import nvcc as tvm_nvcc
+    from tvm.target import Target
+
+    original = tvm_nvcc.tvm_callback_cuda_compile
+
+    def tvm_callback_cuda_compile(code: str, *rest: Any) -> bytes:
+        if os.environ.get("TVM_CUDA_COMPILE_MODE", "nvrtc").lower() != "nvrtc":
+            return original(code)
+        version = tvm_nvcc.get_target_compute_version(Target.current(allow_none=True))
+        return bytearray(compile_both(code, f"sm_{''.join(version.split('.'))}", "nvrtc")[1])
+
+    tvm_ffi.register_global_func("tvm_callback_cuda_compile", tvm_callback_cuda_compile, override=True)
+    _callback.append(tvm_callback_cuda_compile)
+
+
+def _verify(src: str, arch: str, ptx: bytes, cubin: bytes) -> None:
+    """Compile through TVM's own NVRTC path too; fail unless both outputs are the same bytes."""
+    from tvm.support import nvcc as tvm_nvcc
+
+    theirs_ptx = bytes(tvm_nvcc.compile_cuda(src, target_format="ptx", arch=arch, compiler="nvrtc"))
+    theirs_cubin = bytes(tvm_nvcc.compile_cuda(src, target_format="cubin", arch=arch, compiler="nvrtc"))
+    if theirs_ptx.rstrip(b"\0") != ptx.rstrip(b"\0") or theirs_cubin != cubin:
+        which = "PTX" if theirs_ptx.rstrip(b"\0") != ptx.rstrip(b"\0") else "cubin"
+        raise RuntimeError(f"{VERIFY_ENV}: the book's NVRTC program and TVM's give another {which} for {arch}")
 
 
 def _nvcc(src: str, arch: str, fmt: str) -> bytes:

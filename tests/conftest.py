@@ -70,6 +70,9 @@ def built_book(tmp_path_factory: pytest.TempPathFactory) -> Path:
                     + (proc.stdout + proc.stderr)[-4000:])
     _BUILT["kernels"] = kernels
     _BUILT["export"] = export_dir
+    _SECONDS.update({Path(m[0]).stem: float(m[1]) for m in
+                     re.findall(r"(\S+\.md): Executed notebook in ([0-9.]+) seconds", proc.stdout + proc.stderr)})
+    _SAMPLE[:] = sample
     return html
 
 
@@ -79,14 +82,27 @@ def check_env() -> str:
     return REQUIRE_SIMULATED_ENV
 
 
-def book_export() -> Path | None:
-    """The cases this session's book build exported (the rotating simulation sample), if any."""
+def book_export() -> tuple[Path, list[dict]] | None:
+    """The cases this session's book build exported and the sample they were chosen as (the
+    day's rotating simulation sample, chosen once when the build began: a session that runs past
+    midnight checks the cases its build exported, not the next day's), if any."""
     found = _BUILT.get("export")
-    return found if found is not None and (found / "cases").is_dir() else None
+    if found is None or not (found / "cases").is_dir():
+        return None
+    return found, list(_SAMPLE)
 
 
-# What the book build of this session compiled: gpubook.build.kernel_cache.
+# What the book build of this session compiled (gpubook.build.kernel_cache) and exported.
 _BUILT: dict[str, Path] = {}
+_SAMPLE: list[dict] = []
+_SECONDS: dict[str, float] = {}
+
+
+@pytest.fixture(scope="session")
+def book_notebook_seconds() -> dict[str, float] | None:
+    """How long this session's book build took to execute each chapter (by stem), or None when
+    no book was built in this session."""
+    return dict(_SECONDS) if _SECONDS else None
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,6 @@
 """The build cache that lets the notebooks test reuse what the book build of the same session
-compiled: off unless asked for, written by one side and read by the other, keyed by script."""
+compiled, and a local build reuse what the last one compiled: off unless asked for, keyed by
+script; written by one side and read by the other, or both ("update", a local build)."""
 
 from __future__ import annotations
 
@@ -74,5 +75,32 @@ def test_the_writer_never_reads(tmp_path, monkeypatch):
 def test_a_cache_without_a_mode_is_refused(tmp_path, monkeypatch):
     monkeypatch.setenv(B.CACHE_ENV, str(tmp_path))
     monkeypatch.delenv(B.CACHE_MODE_ENV, raising=False)
-    with pytest.raises(ValueError, match="read' or 'write"):
+    with pytest.raises(ValueError, match="'read', 'write' or 'update'"):
         gb.build(kernels.vadd, name="vadd")
+
+
+def test_an_updating_cache_compiles_a_miss_once_and_stores_it(tmp_path, monkeypatch):
+    monkeypatch.setenv(B.CACHE_ENV, str(tmp_path))
+    monkeypatch.setenv(B.CACHE_MODE_ENV, "update")
+    built = gb.build(kernels.vadd, name="vadd")
+    assert len(list(tmp_path.glob("*.pickle"))) == 1
+    refuse_to_compile(monkeypatch)
+    assert gb.build(kernels.vadd, name="vadd").cubin == built.cubin
+
+
+@pytest.mark.parametrize("execution", ["cache", "force"])
+def test_a_local_build_keeps_kernels_unless_forced(tmp_path, execution):
+    import os
+    import subprocess
+    from pathlib import Path
+
+    conf = Path(B.__file__).resolve().parents[1] / "conf.py"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GPUBOOK_")}
+    env.update(GPUBOOK_EXECUTION=execution, GPUBOOK_CACHE=str(tmp_path / "jc"))
+    out = subprocess.run([sys.executable, "-c", "import os, runpy; runpy.run_path(%r); "
+                          "print(os.environ.get('GPUBOOK_KERNEL_CACHE'), os.environ.get('GPUBOOK_KERNEL_CACHE_MODE'))"
+                          % str(conf)], env=env, capture_output=True, text=True, check=True).stdout.split()
+    if execution == "cache":
+        assert out == [str(conf.parent / ".kernel_cache"), "update"]
+    else:
+        assert out == ["None", "None"]

@@ -231,10 +231,10 @@ def test_the_rotation_moves_through_the_records():
 def test_a_rotating_sample_of_the_book_reproduces_its_records(built_book):
     from conftest import book_export
 
-    export_dir = book_export()
-    if export_dir is None:
+    exported = book_export()
+    if exported is None:
         pytest.skip("no book build exported cases in this session (GPUBOOK_HTML reuses a build)")
-    sample = simulate.rotation()
+    export_dir, sample = exported
     assert sample
     for rec in sample:
         case = export_dir / "cases" / rec["case"]
