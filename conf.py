@@ -6,12 +6,12 @@ project = "Taming Blackwell"
 author = "The Taming Blackwell authors"
 copyright = "2026, " + author
 
-extensions = ["myst_nb", "sphinx_design", "sphinx_copybutton", "gpubook.sphinxext"]
+extensions = ["myst_nb", "sphinx_design", "sphinx_copybutton", "gpubook.book.sphinxext"]
 exclude_patterns = [
     "_build", ".venv", "notebooks", "README.md", "tests", ".pytest_cache", "**/.ipynb_checkpoints",
     ".jupyter_cache", ".kernel_cache", ".export*", ".selftest*", ".gpu-runtime", "results",
     ".venv-sim",  # the simulator's interpreter: its packages carry Markdown of their own
-    "CONTRIBUTING.md", "chapters/_demos",  # the demos' embed snippets are included by chapters
+    "CONTRIBUTING.md", "gpubook", "chapters/_demos",  # the demos' embed snippets are included by chapters
 ]
 root_doc = "index"
 
@@ -25,12 +25,12 @@ nb_execution_cache_path = os.path.join(
 
 
 def _inputs_digest() -> str:
-    """A digest of what chapters read besides their own code: results/*.json and gpubook/*.py."""
+    """A digest of what chapters read besides their own code: results/*.json and gpubook/**/*.py."""
     import hashlib
     from pathlib import Path
 
     here = Path(__file__).resolve().parent
-    inputs = sorted((here / "results").glob("*.json")) + sorted((here / "gpubook").glob("*.py"))
+    inputs = sorted((here / "results").glob("*.json")) + sorted((here / "gpubook").rglob("*.py"))
     return hashlib.sha256(
         b"".join(p.relative_to(here).as_posix().encode() + p.read_bytes() for p in inputs)
     ).hexdigest()

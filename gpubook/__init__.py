@@ -1,51 +1,42 @@
-"""The helper package of the book: compile, report, check and time TIRx kernels."""
+"""The helper package of the book: compile, run, verify and model TIRx kernels, and draw the book.
 
-from . import gemm, guard, layouts, lessons, mbarrier, plots, results, roofline, schedule, tmem
-from .bench import Timing, bench
-from .build import BLACKWELL, HOPPER, Kernel, build, lower, target
-from .check import CheckError, CheckResult, NotRunError, check, compare, seeded, tolerance
-from .export import set_chapter
-from .hardware import B200, GPUS, H100, H200, gpu_for
-from .lessons import Refusal, explain_failure
-from .signature import KernelCallError, Param
-from .trace import Trace, trace
+Layers, each importing only those below it (tests/test_layers.py checks the import graph):
+
+    book      sphinxext, lessons, the GEMM ladder as the chapters show it (gemm, ladder, gemm_hopper)
+    models    roofline, schedule, layouts, plots, fa4, fa4_timeline, fa4_protocol, gemm_model
+    verify    check, compare, describe, export, replay, verdicts, simulate, sim_worker, matrix, lint,
+              gemm_check, static
+    run       runtime, guard, bench, trace, record, pack
+    compile   toolchain, build, report, signature, lowering, mbarrier, tmem
+    facts     hardware, numbers, results, paths
+
+models and verify do not import each other. Chapters use `import gpubook as gb` (gb.build,
+gb.check, gb.bench, gb.tmem, ...) and `from gpubook import lint, gemm as gg, ...`: the modules
+below are bound here by their short names.
+"""
+
+from .facts import hardware, numbers, paths, results
+from .compile import build as _build_module, lowering, mbarrier, report, signature, tmem, toolchain
+from .run import bench as _bench_module, guard, pack, record, runtime, trace as _trace_module
+from .verify import (check as _check_module, compare as _compare_module, describe, export, gemm_check,
+                     lint, matrix, replay, simulate, static, verdicts)
+from .models import fa4, fa4_protocol, fa4_timeline, gemm_model, layouts, plots, roofline, schedule
+from .book import gemm, gemm_hopper, ladder, lessons, sphinxext
+
+from .compile.build import BLACKWELL, HOPPER, Kernel, build, lower, target
+from .compile.signature import KernelCallError, Param
+from .facts.hardware import B200, GPUS, H100, H200, gpu_for
+from .run.bench import Timing, bench
+from .run.record import set_chapter
+from .run.trace import Trace, trace
+from .verify.check import CheckResult, NotRunError, check
+from .verify.compare import CheckError, compare, seeded, tolerance
+from .book.lessons import Refusal, explain_failure
 
 __all__ = [
-    "B200",
-    "BLACKWELL",
-    "CheckError",
-    "CheckResult",
-    "GPUS",
-    "H100",
-    "H200",
-    "HOPPER",
-    "Kernel",
-    "KernelCallError",
-    "NotRunError",
-    "Param",
-    "Refusal",
-    "Timing",
-    "Trace",
-    "bench",
-    "build",
-    "check",
-    "compare",
-    "explain_failure",
-    "gemm",
-    "gpu_for",
-    "guard",
-    "layouts",
-    "lessons",
-    "lower",
-    "mbarrier",
-    "plots",
-    "results",
-    "roofline",
-    "schedule",
-    "seeded",
-    "set_chapter",
-    "target",
-    "tmem",
-    "tolerance",
-    "trace",
+    "B200", "BLACKWELL", "CheckError", "CheckResult", "GPUS", "H100", "H200", "HOPPER", "Kernel",
+    "KernelCallError", "NotRunError", "Param", "Refusal", "Timing", "Trace", "bench", "build", "check",
+    "compare", "explain_failure", "gemm", "gpu_for", "guard", "hardware", "layouts", "lessons", "lint",
+    "lower", "mbarrier", "plots", "report", "results", "roofline", "schedule", "seeded", "set_chapter",
+    "target", "tmem", "tolerance", "trace",
 ]

@@ -56,34 +56,34 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--no-stress", action="store_true")
     args = p.parse_args(argv)
     if args.cmd == "export":
-        from .export import export_chapters
+        from .verify.export import export_chapters
 
         return export_chapters(args.out, args.chapters)
     if args.cmd == "export-selftest":
-        from .export import export_selftest
+        from .verify.export import export_selftest
 
         return export_selftest(args.out)
     if args.cmd == "replay":
-        from .replay import replay
+        from .verify.replay import replay
 
         return replay(args.out, args.results, args.sanitize, args.timeout, args.only, args.jobs)
     if args.cmd == "simulate":
-        from .simulate import simulate
+        from .verify.simulate import simulate
 
         return simulate(args.out, args.results, args.only, tuple(args.tools.split(",")),
                         args.timeout, args.jobs, args.workers, args.all_archs, args.merge)
     if args.cmd == "simulate-merge":
-        from .simulate import merge_records
+        from .verify.simulate import merge_records
 
         return merge_records(args.files, args.out)
     if args.cmd == "pack-runtime":
-        from .pack import bundle_size, pack_runtime
+        from .run.pack import bundle_size, pack_runtime
 
         out = pack_runtime(args.out, args.python, args.wheels)
         print(f"pack-runtime: {out} holds {bundle_size(out) / 1e6:.1f} MB for Python {args.python}; "
               f"on the GPU host: source {out}/env.sh")
         return 0
-    from .replay import main_case
+    from .verify.replay import main_case
 
     return main_case(args.case, args.json, not args.no_timing, not args.no_stress)
 

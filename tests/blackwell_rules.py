@@ -46,10 +46,10 @@ def collect(chapter: Path, workdir: Path) -> list[dict]:
 
     matplotlib.use("Agg")
     import gpubook as gb
-    import gpubook.build  # noqa: F401 - the module, not the function gpubook re-exports
+    import gpubook.compile.build  # noqa: F401 - the module, not the function gpubook re-exports
     from gpubook import lint, report
 
-    build_mod = sys.modules["gpubook.build"]
+    build_mod = sys.modules["gpubook.compile.build"]
     built: list = []
     shown_broken: set[str] = set()
     real_build, real_lint = build_mod.build, lint.lint

@@ -77,7 +77,7 @@ def built_book(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def check_env() -> str:
-    from gpubook.check import REQUIRE_SIMULATED_ENV
+    from gpubook.verify.check import REQUIRE_SIMULATED_ENV
 
     return REQUIRE_SIMULATED_ENV
 
@@ -127,7 +127,7 @@ def served_book(built_book: Path) -> Iterator[str]:
 def demo_site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """A base URL that serves ``_static/`` laid out as in the built book (``open_demo(browser,
     demo_site, name)`` opens ``_static/demos/<name>.html``), copied from the source tree with
-    the ``demos/book-data.js`` that the build writes from gpubook.hardware: what the tests of
+    the ``demos/book-data.js`` that the build writes from gpubook.facts.hardware: what the tests of
     a single demo need, without a book build."""
     from browser_support import serve
     from gpubook import sphinxext

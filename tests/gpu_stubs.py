@@ -11,11 +11,12 @@ import pytest
 import gpubook as gb
 import kernels
 from gpubook import runtime
+from gpubook.compile import toolchain
 
 
 def pretend_no_gpu(monkeypatch: Any) -> None:
     """Pretend, on any machine, that no GPU is present, with no strict mode and no export."""
-    monkeypatch.setattr(runtime, "local_arch", lambda: None)
+    monkeypatch.setattr(toolchain, "local_arch", lambda: None)
     monkeypatch.delenv("GPUBOOK_STRICT", raising=False)
     monkeypatch.delenv("GPUBOOK_EXPORT_DIR", raising=False)
 
@@ -23,7 +24,7 @@ def pretend_no_gpu(monkeypatch: Any) -> None:
 def fake_gpu(monkeypatch: Any, body: Callable[..., Any]) -> None:
     """Launches run `body` on CPU tensors through the real check and replay paths, on a
     pretended H200 (sm_90a)."""
-    monkeypatch.setattr(runtime, "local_arch", lambda: "sm_90a")
+    monkeypatch.setattr(toolchain, "local_arch", lambda: "sm_90a")
     monkeypatch.setattr(runtime, "local_gpu_name", lambda: "NVIDIA H200")
     monkeypatch.setattr(runtime, "DEVICE", "cpu")
     monkeypatch.setattr(runtime, "synchronize", lambda: None)

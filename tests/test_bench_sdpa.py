@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from gpubook.bench import BASELINES
+from gpubook.run.bench import BASELINES
 
 
 def _naive(q, k, v, causal):

@@ -681,7 +681,7 @@ def test_demos_fit_a_phone_screen(browser: object, served_book: str, demo: str) 
 
 @pytest.mark.parametrize("demo", DEMOS)
 def test_demos_read_the_hardware_facts_of_the_build(built_book: Path, demo: str) -> None:
-    """A demo that shows hardware numbers loads book-data.js (written from gpubook.hardware);
+    """A demo that shows hardware numbers loads book-data.js (written from gpubook.facts.hardware);
     none carries a spec number of its own."""
     from gpubook import sphinxext
 

@@ -1,6 +1,6 @@
 """The roofline explorer (chapter 2) in a real browser: its numbers are the hardware table's.
 
-Every rate, ridge and bound the demo shows is recomputed here from gpubook.hardware and
+Every rate, ridge and bound the demo shows is recomputed here from gpubook.facts.hardware and
 gpubook.roofline; dragging across the chart, the slider, the GPU and the roof all change
 what it shows; it works at phone width by touch, in both themes, embedded in chapter 2.
 """

@@ -13,7 +13,7 @@ import random
 import pytest
 
 from browser_support import BROWSER_MARKS, browser, opened_demo, chapter_demo, sideways_overflow  # noqa: F401
-from gpubook.layouts import bank, conflicts, swizzle
+from gpubook.models.layouts import bank, conflicts, swizzle
 
 pytestmark = BROWSER_MARKS
 
@@ -29,7 +29,7 @@ def words(addrs: list[int], unit: int) -> list[int]:
 
 
 def expected(pattern: str, mode: int, row_bytes: int, row: int, col: int) -> tuple[int, int]:
-    """(row access, column access) conflicts for a cursor at (row, col), from gpubook.layouts.
+    """(row access, column access) conflicts for a cursor at (row, col), from gpubook.models.layouts.
 
     Row access: the threads read 128 contiguous bytes, piece i each, from the start of the
     cursor's row (of the aligned group of rows that 128 bytes span). Column access: thread i

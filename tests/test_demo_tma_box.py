@@ -13,7 +13,7 @@ import pytest
 from browser_support import (  # noqa: F401
     BROWSER_MARKS, THEMES, browser, opened_demo, chapter_demo, sideways_overflow,
 )
-from gpubook.layouts import conflicts, swizzle
+from gpubook.models.layouts import conflicts, swizzle
 
 pytestmark = BROWSER_MARKS
 MODES = (0, 32, 64, 128)

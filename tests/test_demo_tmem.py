@@ -3,7 +3,7 @@ interacting changes what it shows.
 
 The demo is self-contained, so these tests need no book build: they open it from
 browser_support's ``demo_site`` (a copy of `_static/` with the `book-data.js` that the build
-writes from gpubook.hardware), and fail on any request that leaves 127.0.0.1, any failed
+writes from gpubook.facts.hardware), and fail on any request that leaves 127.0.0.1, any failed
 request and any JavaScript error.
 """
 

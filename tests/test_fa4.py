@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from gpubook import fa4, tmem
-from gpubook.hardware import B200
+from gpubook.facts.hardware import B200
 
 GOOD = dict(batch=1, heads=8, kv_heads=2, seqlen=256, head_dim=128, dtype="float16", causal=True)
 

@@ -7,7 +7,7 @@ import torch
 
 import gpubook as gb
 from gpubook import gemm as gg
-from gpubook.hardware import B200
+from gpubook.facts.hardware import B200
 
 
 def _ab(M=256, N=136, K=128, dtype=torch.float16):
@@ -43,7 +43,7 @@ def test_bad_calls_are_refused_naming_the_rule(make, words):
 
 
 def test_both_ladders_share_the_operand_rules():
-    from gpubook.gemm_hopper import gemm_problem
+    from gpubook.book.gemm_hopper import gemm_problem
 
     A, B = _ab(K=96)
     for refuse in (lambda: gg.problem(A, B, 64), lambda: gemm_problem(A, B, 64)):

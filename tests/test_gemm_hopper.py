@@ -3,8 +3,8 @@
 import pytest
 import torch
 
-from gpubook.gemm_hopper import GemmCallError, gemm_problem, source_diff
-from gpubook.sphinxext import PageTiers
+from gpubook.book.gemm_hopper import GemmCallError, gemm_problem, source_diff
+from gpubook.book.sphinxext import PageTiers
 
 BLK_K = 64
 

@@ -7,8 +7,8 @@ import torch
 
 import gpubook as gb
 from gpubook import gemm as gg
-from gpubook.hardware import B200, REGISTERS_PER_SM
-from gpubook.tmem import COLUMNS
+from gpubook.facts.hardware import B200, REGISTERS_PER_SM
+from gpubook.compile.tmem import COLUMNS
 
 CHAPTER = "10-gemm-full-speed"
 

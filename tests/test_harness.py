@@ -10,7 +10,7 @@ import torch
 
 import gpubook as gb
 from gpubook import runtime, toolchain
-from gpubook.signature import KernelCallError, Param, validate
+from gpubook.compile.signature import KernelCallError, Param, validate
 
 import kernels
 from gpu_stubs import fake_gpu, no_gpu, vadd  # noqa: F401 - fixtures
@@ -77,7 +77,7 @@ def test_not_run_output_without_a_gpu(vadd):
 
 
 def test_not_run_on_a_gpu_of_the_wrong_arch(monkeypatch):
-    monkeypatch.setattr(runtime, "local_arch", lambda: "sm_90a")
+    monkeypatch.setattr(toolchain, "local_arch", lambda: "sm_90a")
     k = gb.build(kernels.tmem_roundtrip, name="tmem")
     res = gb.check(k, [torch.empty(128, dtype=torch.int32)], ref=lambda out: torch.zeros(128, dtype=torch.int32))
     assert res.status == "not run"
@@ -224,7 +224,7 @@ def test_percent_of_peak_uses_the_peak_of_the_dtype():
 
 
 def test_bench_counts_flops_in_the_kernels_narrowest_float_dtype():
-    from gpubook.bench import flop_dtype
+    from gpubook.run.bench import flop_dtype
 
     P = gb.Param
     assert flop_dtype([P("a", (4,), "float16"), P("d", (4,), "float32")]) == "float16"
@@ -234,7 +234,7 @@ def test_bench_counts_flops_in_the_kernels_narrowest_float_dtype():
 
 
 def test_the_read_flush_reads_a_buffer_larger_than_any_l2():
-    from gpubook.bench import FLUSH_BYTES, flusher
+    from gpubook.run.bench import FLUSH_BYTES, flusher
 
     assert FLUSH_BYTES >= 2 * max(g.l2_bytes for g in gb.GPUS.values())
     read = flusher("read", 1 << 20, "cpu")
@@ -249,7 +249,7 @@ def test_the_read_flush_reads_a_buffer_larger_than_any_l2():
 
 
 def test_ptx_counts_see_labelled_and_predicated_instructions():
-    from gpubook.report import count_ptx
+    from gpubook.compile.report import count_ptx
 
     ptx = """
 $L__BB0_2: bar.sync 0;
@@ -274,7 +274,7 @@ $L__BB0_3:
 
 
 def test_ptx_counts_find_instructions_inside_inline_asm_blocks():
-    from gpubook.report import count_ptx
+    from gpubook.compile.report import count_ptx
 
     ptx = """
 	{ .reg .pred p; setp.ne.b32 p, %r1, 0; tcgen05.mma.cta_group::1.kind::f16 [%r2], %rd1, %rd2, %r3, p; }
@@ -288,7 +288,7 @@ def test_ptx_counts_find_instructions_inside_inline_asm_blocks():
 
 
 def test_a_portable_kernel_also_compiles_for_the_local_gpu(monkeypatch):
-    monkeypatch.setattr(runtime, "local_arch", lambda: "sm_89")
+    monkeypatch.setattr(toolchain, "local_arch", lambda: "sm_89")
     k = gb.build(kernels.vadd, name="vadd")
     assert k.runs_on == ("sm_100a", "sm_90a", "sm_89")
     assert gb.build(kernels.tmem_roundtrip).runs_on == ("sm_100a",)
@@ -334,7 +334,7 @@ def test_a_hopper_only_kernel_is_checked_on_an_sm_90a_gpu(monkeypatch):
     fake_gpu(monkeypatch, lambda out: out.copy_(torch.arange(128, dtype=torch.int32)))
     res = gb.check(hk, [torch.empty(128, dtype=torch.int32)], ref=lambda out: torch.arange(128, dtype=torch.int32))
     assert res.passed and res.arch == "sm_90a"
-    monkeypatch.setattr(runtime, "local_arch", lambda: "sm_100a")
+    monkeypatch.setattr(toolchain, "local_arch", lambda: "sm_100a")
     res = gb.check(hk, [torch.empty(128, dtype=torch.int32)], ref=lambda out: torch.arange(128, dtype=torch.int32))
     assert "compiled for sm_90a — not run: this GPU is sm_100a" in repr(res)
 
@@ -346,3 +346,18 @@ def test_first_error_line_of_a_compiler():
     assert toolchain.first_error(text) == "ptxas: Instruction 'wgmma.fence' not supported on .target 'sm_100a'"
     assert toolchain.first_error("k.cu(3): error: identifier \"x\" is undefined") == \
         "error: identifier \"x\" is undefined"
+
+
+def test_one_compilation_yields_the_ptx_and_cubin_of_two(monkeypatch):
+    """The PTX and cubin of one run (nvcc -keep, or one NVRTC program) are those of two runs."""
+    import sys as _sys
+
+    build_mod = _sys.modules["gpubook.compile.build"]
+    src = build_mod._compile(kernels.vadd_tail, gb.BLACKWELL).mod.imports[0].inspect_source()
+    if shutil.which("nvcc"):
+        ptx, cubin = toolchain._nvcc_both(src, gb.BLACKWELL)
+        assert ptx == toolchain._nvcc(src, gb.BLACKWELL, "ptx") and cubin == toolchain._nvcc(src, gb.BLACKWELL, "cubin")
+    monkeypatch.setenv(toolchain.VERIFY_ENV, "1")     # and NVRTC's program is TVM's, byte for byte
+    toolchain._compiled.clear()
+    ptx, cubin = toolchain.compile_both(src, gb.BLACKWELL, "nvrtc")
+    assert b".visible .entry" in ptx and cubin[:4] == b"\x7fELF"

@@ -11,7 +11,7 @@ import pytest
 import gpubook as gb
 import kernels
 
-B = sys.modules["gpubook.build"]
+B = sys.modules["gpubook.compile.build"]
 
 
 def refuse_to_compile(monkeypatch):
@@ -94,7 +94,7 @@ def test_a_local_build_keeps_kernels_unless_forced(tmp_path, execution):
     import subprocess
     from pathlib import Path
 
-    conf = Path(B.__file__).resolve().parents[1] / "conf.py"
+    conf = Path(B.__file__).resolve().parents[2] / "conf.py"
     env = {k: v for k, v in os.environ.items() if not k.startswith("GPUBOOK_")}
     env.update(GPUBOOK_EXECUTION=execution, GPUBOOK_CACHE=str(tmp_path / "jc"))
     out = subprocess.run([sys.executable, "-c", "import os, runpy; runpy.run_path(%r); "

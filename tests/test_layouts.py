@@ -2,7 +2,8 @@
 
 import pytest
 
-from gpubook.layouts import bank, conflicts, draw_ownership_grid, swizzle, wavefronts
+from gpubook.models.layouts import bank, conflicts, swizzle, wavefronts
+from gpubook.models.plots import draw_ownership_grid
 
 WARP = range(32)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import gpubook as gb
-from gpubook.lessons import parse_failure
+from gpubook.book.lessons import parse_failure
 
 REPORT = """TIRx schedule dispatch failed: op=tirx.tile.gemm target=cuda
 +-----------------------+------------------------------------------------------------------------------------------+

@@ -85,7 +85,7 @@ def test_bounded_waits_reach_the_waits_of_a_pipeline():
 
 
 def test_ptx_counts_see_an_instruction_behind_a_label():
-    from gpubook.report import count_ptx
+    from gpubook.compile.report import count_ptx
 
     ptx = """
 	{

@@ -9,8 +9,8 @@ import pytest
 from PIL import Image
 
 from gpubook import plots
-from gpubook.hardware import B200, H200
-from gpubook.layouts import draw_ownership_grid
+from gpubook.facts.hardware import B200, H200
+from gpubook.models.plots import draw_ownership_grid
 
 
 def meta(fig) -> tuple[dict, int]:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from gpubook import hardware, plots, roofline as rl
-from gpubook.hardware import B200, H100, H200
+from gpubook.facts.hardware import B200, H100, H200
 
 CHAPTER = Path(__file__).resolve().parent.parent / "chapters" / "02-roofline.md"
 

@@ -20,7 +20,7 @@ import torch
 
 import gpubook as gb
 from gpubook import export, matrix, results, simulate
-from gpubook.check import REQUIRE_SIMULATED_ENV, CheckResult, NotSimulatedError, _simulation
+from gpubook.verify.check import REQUIRE_SIMULATED_ENV, CheckResult, NotSimulatedError, _simulation
 
 ROOT = Path(__file__).resolve().parents[1]
 

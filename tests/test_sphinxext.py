@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gpubook.sphinxext import PageTiers
+from gpubook.book.sphinxext import PageTiers
 
 PORTABLE = '<div class="gpubook-report"><code>vadd: compiled for sm_100a (+sm_90a) · 12 regs</code></div>'
 BLACKWELL = '<div class="gpubook-report"><code>gemm_tcgen05: compiled for sm_100a only · 90 regs</code></div>'

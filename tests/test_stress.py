@@ -10,8 +10,8 @@ import torch
 
 import gpubook as gb
 from gpubook import export, replay, runtime
-from gpubook.check import STRESS_VARIANTS, make_variants
-from gpubook.signature import KernelCallError
+from gpubook.verify.check import STRESS_VARIANTS, make_variants
+from gpubook.compile.signature import KernelCallError
 
 import kernels
 from gpu_stubs import fake_gpu, no_gpu, vadd  # noqa: F401 - fixtures

@@ -12,6 +12,7 @@ import torch
 
 import gpubook as gb
 from gpubook import export, replay, results, runtime, schedule
+from gpubook.compile import toolchain
 
 import kernels
 
@@ -93,7 +94,7 @@ def test_slots_from_a_recorded_trace():
 def traced(tmp_path, monkeypatch):
     """vadd exported as a trace case that keeps its output."""
     monkeypatch.setenv("GPUBOOK_EXPORT_DIR", str(tmp_path / "out"))
-    monkeypatch.setattr(runtime, "local_arch", lambda: None)
+    monkeypatch.setattr(toolchain, "local_arch", lambda: None)
     export.set_chapter("99-test")
     vadd = gb.build(kernels.vadd, name="vadd")
     n = kernels.N
@@ -137,7 +138,7 @@ def test_replay_of_a_trace_keeps_the_last_launch_and_restores_inputs(traced, mon
         def elapsed_time(self, other):
             return 0.25
 
-    monkeypatch.setattr(runtime, "local_arch", lambda: "sm_90a")
+    monkeypatch.setattr(toolchain, "local_arch", lambda: "sm_90a")
     monkeypatch.setattr(runtime, "DEVICE", "cpu")
     monkeypatch.setattr(runtime, "load", lambda so, name, params, arch: runtime.Launcher(body, name, params, arch))
     monkeypatch.setattr(torch.cuda, "Event", Event)
@@ -155,7 +156,7 @@ def test_replay_of_a_trace_keeps_the_last_launch_and_restores_inputs(traced, mon
     (tmp_path / "res").mkdir()
     (tmp_path / "res" / "run.json").write_text(json.dumps(doc))
     monkeypatch.setattr(results, "RESULTS_DIR", tmp_path / "res")
-    monkeypatch.setattr(runtime, "local_arch", lambda: None)
+    monkeypatch.setattr(toolchain, "local_arch", lambda: None)
     export.set_chapter("99-test")
     tr = gb.trace(vadd, args, outputs=(-1,), repeat=3)
     assert tr.available and tr.status == "not recorded" and tr.ms == 0.25
@@ -167,6 +168,6 @@ def test_replay_of_a_trace_keeps_the_last_launch_and_restores_inputs(traced, mon
 
 
 def test_a_trace_keeps_small_tensors_only(traced):
-    tr_mod = __import__("sys").modules["gpubook.trace"]
+    tr_mod = __import__("sys").modules["gpubook.run.trace"]
     with pytest.raises(ValueError, match="at most"):
         tr_mod._to_json(torch.zeros(tr_mod.MAX_VALUES + 1))

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 import gpubook as gb
-from gpubook import export, matrix, replay, results, runtime
+from gpubook import export, matrix, replay, results, runtime, verdicts
+from gpubook.compile import toolchain
 
 import kernels
 
@@ -19,7 +20,7 @@ def exported(tmp_path, monkeypatch):
     """Export the harness's two test kernels (a check each, and a perf case for vadd)."""
     monkeypatch.setenv("GPUBOOK_EXPORT_DIR", str(tmp_path / "out"))
     monkeypatch.delenv("GPUBOOK_STRICT", raising=False)
-    monkeypatch.setattr(runtime, "local_arch", lambda: None)
+    monkeypatch.setattr(toolchain, "local_arch", lambda: None)
     export.set_chapter("99-test")
     vadd = gb.build(kernels.vadd, name="vadd")
     n = kernels.N
@@ -37,7 +38,7 @@ def exported(tmp_path, monkeypatch):
 def exporting(tmp_path, monkeypatch):
     """Cases of chapter "99-test" exported into tmp_path, as on a machine without a GPU."""
     monkeypatch.setenv("GPUBOOK_EXPORT_DIR", str(tmp_path))
-    monkeypatch.setattr(runtime, "local_arch", lambda: None)
+    monkeypatch.setattr(toolchain, "local_arch", lambda: None)
     export.set_chapter("99-test")
     yield tmp_path / "cases"
     export.set_chapter("unknown")
@@ -73,7 +74,7 @@ def test_export_writes_a_self_contained_case(exported):
 
 
 def fake_gpu(monkeypatch, body, arch="sm_90a"):
-    monkeypatch.setattr(runtime, "local_arch", lambda: arch)
+    monkeypatch.setattr(toolchain, "local_arch", lambda: arch)
     monkeypatch.setattr(runtime, "local_gpu_name", lambda: "NVIDIA H200")
     monkeypatch.setattr(runtime, "DEVICE", "cpu")
     monkeypatch.setattr(runtime, "synchronize", lambda: None)
@@ -136,7 +137,7 @@ def test_not_runnable_is_never_counted_as_passed(exported, monkeypatch):
     ("Traceback (most recent call last): ...\n", None),
 ])
 def test_sanitizer_summaries_are_parsed(output, counts):
-    assert replay._sanitizer_counts(output) == counts
+    assert verdicts._sanitizer_counts(output) == counts
 
 
 SAMPLE = {
@@ -232,7 +233,7 @@ def test_a_case_that_outlives_its_timeout_is_stopped(exported, tmp_path):
 def test_replay_times_a_perf_case_with_its_flush_and_keeps_every_sample(exported, monkeypatch):
     import sys
 
-    bench = sys.modules["gpubook.bench"]  # the module (gpubook.bench is the function)
+    bench = sys.modules["gpubook.run.bench"]  # the module (gpubook.bench is the function)
     out, vadd = exported
     d = case(out, "vadd", "perf")
     meta = json.loads((d / "case.json").read_text())
@@ -265,7 +266,7 @@ def test_replay_times_a_perf_case_with_its_flush_and_keeps_every_sample(exported
 def test_a_perf_case_of_several_baselines_times_each_and_reads_back(exported, monkeypatch):
     import sys
 
-    bench = sys.modules["gpubook.bench"]
+    bench = sys.modules["gpubook.run.bench"]
     out, vadd = exported
     d = case(out, "vadd", "perf")
     meta = json.loads((d / "case.json").read_text())

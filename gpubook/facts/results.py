@@ -38,8 +38,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any
+from .paths import RESULTS
 
-RESULTS_DIR = Path(__file__).resolve().parent.parent / "results"
+RESULTS_DIR = RESULTS
 
 
 def load_runs(directory: Path | str | None = None, simulated: bool = False) -> list[dict[str, Any]]:

@@ -9,7 +9,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import report, toolchain
+from . import report
+from . import toolchain
 from .signature import Param, params_of
 
 BLACKWELL = "sm_100a"
@@ -309,7 +310,7 @@ class KernelCache:
 
         try:
             data = pickle.loads(self.path.read_bytes())
-        except (OSError, pickle.UnpicklingError, EOFError):
+        except Exception:  # noqa: BLE001 - an entry that cannot be read (torn, or of another layout) is a miss
             return None
         return Kernel(name=name, func=func, params=params_of(func), highlight=tuple(highlight), **data)
 
@@ -386,9 +387,7 @@ def _requested(archs: tuple[str, ...] | None) -> tuple[str, ...]:
 
 
 def _local_arch() -> str | None:
-    from .runtime import local_arch
-
-    return local_arch()
+    return toolchain.local_arch()
 
 
 def _compile(func: Any, arch: str) -> Any:

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .gemm import GemmCallError, show_diff, source_diff, validate_operands  # noqa: F401
+from ..models.gemm_model import GemmCallError, validate_operands
+from .ladder import show_diff, source_diff  # noqa: F401
 
 
 def gemm_problem(A: Any, B: Any, blk_k: int) -> tuple[int, int, int, str]:

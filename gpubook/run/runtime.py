@@ -14,7 +14,8 @@ import importlib.util
 import os
 from typing import Any, Callable, Sequence
 
-from .signature import Param, validate
+from ..compile import toolchain
+from ..compile.signature import Param, validate
 
 _state: dict[str, Any] = {"arch": None, "ready": False}
 DEVICE = "cuda"  # where launched kernels' tensors live
@@ -28,16 +29,9 @@ def synchronize() -> None:
 
 
 def local_arch() -> str | None:
-    """The sm_XX(a) target of the first visible CUDA GPU, or None without one."""
-    try:
-        import torch
-    except ImportError:
-        return None
-    if not torch.cuda.is_available():
-        return None
-    major, minor = torch.cuda.get_device_capability(0)
-    suffix = "a" if major >= 9 else ""
-    return f"sm_{major}{minor}{suffix}"
+    """The sm_XX(a) target of the first visible CUDA GPU, or None without one (asked of the
+    compile layer, which builds for it too)."""
+    return toolchain.local_arch()
 
 
 def why_not_here(runs_on: Sequence[str]) -> str | None:
@@ -77,7 +71,7 @@ def _load_runtime_libraries() -> None:
     import tvm_ffi
 
     def compile_callback(code: str) -> bytearray:
-        from .toolchain import compile_source
+        from ..compile.toolchain import compile_source
 
         return bytearray(compile_source(code, _state["arch"], "cubin"))
 

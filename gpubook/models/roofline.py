@@ -7,8 +7,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from . import results
-from .hardware import GPU, GPUS, REGISTERS_PER_SM, gpu_for
+from ..facts.paths import CHAPTERS
+from ..facts import results
+from ..facts.hardware import GPU, GPUS, REGISTERS_PER_SM, gpu_for
 
 ELEM_BYTES = {"fp32": 4, "bf16": 2, "fp16": 2, "fp8": 1}
 
@@ -193,7 +194,7 @@ def measure_torch_points(gpu_name: str, n: int = 1 << 26, mnk: int = 8192, devic
     import torch
 
     if time_fn is None:
-        from .bench import time_fn  # CUDA events, warm-up, L2 flushed, median
+        from ..run.bench import time_fn  # CUDA events, warm-up, L2 flushed, median
     today = datetime.date.today().isoformat()
     x, y, out = (torch.randn(n, device=device) for _ in range(3))
     add_ms = time_fn(lambda: torch.add(x, y, out=out))
@@ -251,7 +252,7 @@ def ladder_rows(directory: Path | str | None = None,
     return rows
 
 
-CHAPTERS_DIR = Path(__file__).resolve().parent.parent / "chapters"
+CHAPTERS_DIR = CHAPTERS
 
 
 def chapter_ref(number: int, chapters_dir: Path | str | None = None) -> str:

@@ -19,8 +19,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
-from . import export, runtime
-from .signature import validate
+from . import record
+from . import runtime
+from ..compile.signature import validate
 
 MAX_VALUES = 65536  # a trace is for small tensors: results files stay readable
 
@@ -105,13 +106,13 @@ def run(launcher: Any, saved: Sequence[Any], params: Sequence[Any], outputs: Seq
 def record_case(kernel: Any, name: str, args: Sequence[Any], outputs: Sequence[int],
                 repeat: int) -> Path | None:
     """When exporting, save a trace case: modules, every input tensor, what to keep."""
-    if not export.exporting("trace", name):
+    if not record.exporting("trace", name):
         return None
     import torch
 
-    d = export._case_dir("trace", name)
+    d = record._case_dir("trace", name)
     torch.save({"args": [a.contiguous() for a in args]}, d / "tensors.pt")
-    export._write_common(d, kernel, {"kind": "trace", "name": name, "outputs": list(outputs),
+    record._write_common(d, kernel, {"kind": "trace", "name": name, "outputs": list(outputs),
                                      "repeat": repeat})
     return d
 
@@ -144,9 +145,9 @@ def trace(kernel: Any, args: Sequence[Any], outputs: Sequence[int] = (-1,),
         res = run(launcher, [a.contiguous() for a in args], kernel.params, outputs, repeat)
         tensors = {k: _from_json(v) for k, v in res["trace"].items()}
         return Trace(name, "recorded", gpu=runtime.local_gpu_name(), ms=res["ms"], tensors=tensors)
-    from .results import latest
+    from ..facts.results import latest
 
-    rec = latest(name, "trace", chapter=export.current_chapter(), fingerprint=kernel.fingerprint)
+    rec = latest(name, "trace", chapter=record.current_chapter(), fingerprint=kernel.fingerprint)
     tensors = {k: _from_json(v) for k, v in rec["trace"].items()} if rec and rec.get("trace") else {}
     return Trace(name, "not recorded", ms=rec.get("ms") if rec else None, tensors=tensors,
                  reason=why, recorded=rec)

@@ -167,7 +167,7 @@ def on_doctree_resolved(app: Sphinx, doctree: nodes.document, docname: str) -> N
 
 def demo_facts() -> dict[str, Any]:
     """The hardware facts the demos read (``window.GPUBOOK``), computed from gpubook.hardware."""
-    from gpubook import hardware as hw
+    from ..facts import hardware as hw
 
     gpus = {}
     for name in ("B200", "H200", "H100"):

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Sequence
 
-from .hardware import SMEM_BANK_BYTES, SMEM_BANKS
+from ..facts.hardware import SMEM_BANK_BYTES, SMEM_BANKS
 
 SWIZZLE_MODES = (0, 32, 64, 128)
 # One palette for every ownership picture of the book: light fills that keep black labels legible.
@@ -39,25 +39,3 @@ def wavefronts(byte_addrs: Sequence[int]) -> int:
 def conflicts(byte_addrs: Sequence[int]) -> int:
     """Extra passes (bank conflicts) of one warp's 4-byte accesses; threads reading one word share it."""
     return max(wavefronts(byte_addrs) - 1, 0)
-
-
-def draw_ownership_grid(
-    owner: Sequence[Sequence[int]],
-    label: Sequence[Sequence[str]] | None = None,
-    title: str = "",
-    xlabel: str = "column",
-    ylabel: str = "row",
-    cell: float = 0.42,
-    fontsize: float = 6.0,
-    wrap: int | None = None,
-) -> Any:
-    """A grid of a tile's elements, each filled by the colour of its `owner` and written with `label`.
-
-    Drawn by `gpubook.plots.ownership_grid`: at most the page's width, `cell` and `fontsize` are
-    upper bounds, labels never get smaller than the book's readable minimum, and `wrap` draws the
-    columns in bands of that many.
-    """
-    from .plots import ownership_grid
-
-    return ownership_grid(owner, label, title=title, xlabel=xlabel, ylabel=ylabel, cell=cell,
-                          fontsize=fontsize, wrap=wrap)

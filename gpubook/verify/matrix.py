@@ -11,7 +11,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .results import load_runs
+from ..facts.paths import CHAPTERS
+from ..facts.results import load_runs
 
 ARCH_NAMES = {"sm_90a": "sm_90", "sm_100a": "sm_100"}
 HOPPER_ONLY = "sm_90a only — wgmma has no sm_100a form"
@@ -236,7 +237,7 @@ def _speed(perf: dict[str, Any] | None) -> str:
     return out
 
 
-CHAPTERS_DIR = Path(__file__).resolve().parent.parent / "chapters"
+CHAPTERS_DIR = CHAPTERS
 
 
 def chapter_ref(chapter: str, chapters_dir: Path | str | None = None) -> str:

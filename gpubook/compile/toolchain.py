@@ -26,6 +26,19 @@ NVCC_FLAGS = [
 ]
 
 
+def local_arch() -> str | None:
+    """The sm_XX(a) target of the first visible CUDA GPU, or None without one."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    if not torch.cuda.is_available():
+        return None
+    major, minor = torch.cuda.get_device_capability(0)
+    suffix = "a" if major >= 9 else ""
+    return f"sm_{major}{minor}{suffix}"
+
+
 def wheel_cuda_root() -> Path | None:
     """The `nvidia/cu13` folder of NVIDIA's pip wheels, if they are installed."""
     for base in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}:
@@ -37,7 +50,13 @@ def wheel_cuda_root() -> Path | None:
 
 @functools.cache
 def compiler() -> str:
-    """'nvcc' or 'nvrtc': GPUBOOK_COMPILER if set, else nvcc when on PATH, else NVRTC."""
+    """'nvcc' or 'nvrtc': GPUBOOK_COMPILER if set, else nvcc when on PATH, else NVRTC.
+
+    The two do not build every kernel alike: NVRTC's PTX carries cuda::std's globals and its
+    ptxas allocates registers differently, and chapter 11B's fourth FA4 check case spills under
+    NVRTC (4 spill instructions) where nvcc's build has none. The chapters' static facts are
+    those of nvcc's builds.
+    """
     choice = os.environ.get("GPUBOOK_COMPILER", "").lower()
     if choice in ("nvcc", "nvrtc"):
         return choice
@@ -91,7 +110,7 @@ def compile_both(src: str, arch: str, using: str | None = None) -> tuple[bytes, 
         found = _compiled.get(key)
     if found is None:
         try:
-            found = (_nvcc(src, arch, "ptx"), _nvcc(src, arch, "cubin")) if using == "nvcc" else _nvrtc(src, arch)
+            found = _nvcc_both(src, arch) if using == "nvcc" else _nvrtc(src, arch)
         except RuntimeError as exc:
             found = exc
         with _compiled_lock:
@@ -246,6 +265,23 @@ def _verify(src: str, arch: str, ptx: bytes, cubin: bytes) -> None:
     if theirs_ptx.rstrip(b"\0") != ptx.rstrip(b"\0") or theirs_cubin != cubin:
         which = "PTX" if theirs_ptx.rstrip(b"\0") != ptx.rstrip(b"\0") else "cubin"
         raise RuntimeError(f"{VERIFY_ENV}: the book's NVRTC program and TVM's give another {which} for {arch}")
+
+
+def _nvcc_both(src: str, arch: str) -> tuple[bytes, bytes]:
+    """(PTX, cubin) from one nvcc run: the cubin, and the PTX that nvcc generates on the way to it
+    (kept with -keep; the same text `nvcc --ptx` writes for the arch)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        cu, out = Path(tmp, "k.cu"), Path(tmp, "k.cubin")
+        cu.write_text(src)
+        gen = f"arch=compute_{arch[3:]},code=sm_{arch[3:]}"
+        cmd = ["nvcc", "--cubin", "-gencode", gen, *NVCC_FLAGS, "-keep", "--keep-dir", tmp, "-o", str(out), str(cu)]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"nvcc failed for {arch}:\n{proc.stdout}{proc.stderr}")
+        ptx = sorted(Path(tmp).glob("*.ptx"))
+        if len(ptx) != 1:
+            raise RuntimeError(f"nvcc -keep left {len(ptx)} PTX files for {arch}")
+        return ptx[0].read_bytes(), out.read_bytes()
 
 
 def _nvcc(src: str, arch: str, fmt: str) -> bytes:

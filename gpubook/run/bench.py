@@ -7,8 +7,9 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-from . import export, runtime
-from .hardware import GPUS, PEAK_LABELS, gpu_for, peak_kind
+from . import record
+from . import runtime
+from ..facts.hardware import GPUS, PEAK_LABELS, gpu_for, peak_kind
 
 # PyTorch operations a kernel is compared with, by name, over the kernel's own arguments
 # (inputs first, output last), so that a GPU host can rebuild them from shapes alone.
@@ -286,12 +287,12 @@ def bench(kernel: Any, bytes: float | None = None, flops: float | None = None,
             "dtype": dtype, "flush": flush, "warmup": warmup, "repeat": repeat}
     if len(names) > 1:
         meta["baselines"] = names
-    export.record_perf(kernel, name, meta)
+    record.record_perf(kernel, name, meta)
     why = runtime.why_not_here(kernel.runs_on)
     if why is not None:
-        from .results import latest
+        from ..facts.results import latest
 
-        rec = latest(name, "perf", chapter=export.current_chapter(), fingerprint=kernel.fingerprint)
+        rec = latest(name, "perf", chapter=record.current_chapter(), fingerprint=kernel.fingerprint)
         return Timing(name, "not measured", bytes=bytes, flops=flops, reason=why, recorded=rec,
                       dtype=dtype, flush=flush)
     arch = runtime.local_arch()

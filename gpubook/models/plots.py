@@ -15,7 +15,7 @@ from typing import Any, Sequence
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from .hardware import GPU
+from ..facts.hardware import GPU
 from .roofline import Point, peak_flops, ridge
 
 # Okabe-Ito: distinguishable with the common colour-vision deficiencies, legible on white.
@@ -365,3 +365,23 @@ def ownership_grid(owner: Sequence[Sequence[int]], label: Sequence[Sequence[str]
 
 
 show_figures_as_book_pngs()
+
+
+def draw_ownership_grid(
+    owner: Sequence[Sequence[int]],
+    label: Sequence[Sequence[str]] | None = None,
+    title: str = "",
+    xlabel: str = "column",
+    ylabel: str = "row",
+    cell: float = 0.42,
+    fontsize: float = 6.0,
+    wrap: int | None = None,
+) -> Any:
+    """A grid of a tile's elements, each filled by the colour of its `owner` and written with `label`.
+
+    Drawn by `ownership_grid` with the defaults of the book's small grids: at most the page's width, `cell` and `fontsize` are
+    upper bounds, labels never get smaller than the book's readable minimum, and `wrap` draws the
+    columns in bands of that many.
+    """
+    return ownership_grid(owner, label, title=title, xlabel=xlabel, ylabel=ylabel, cell=cell,
+                          fontsize=fontsize, wrap=wrap)

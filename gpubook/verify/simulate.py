@@ -3,10 +3,10 @@
 `python -m gpubook simulate EXPORT_DIR` takes the cases `python -m gpubook export` wrote —
 the same inputs, expected outputs and tolerances the H200 replay uses — and, for each
 Blackwell-only check (a kernel that has no sm_90a build), runs three tools of tirx-harness
-in the simulator's own interpreter (`gpubook/sim_worker.py`, Python 3.12+):
+in the simulator's own interpreter (`gpubook/verify/sim_worker.py`, Python 3.12+):
 
 - **numbers**: NumSim executes the kernel for sm_100a on the CPU; its outputs (poisoned with
-  NaN before the run, as on a GPU) are compared here with `gpubook.check.compare`, the
+  NaN before the run, as on a GPU) are compared here with `gpubook.verify.compare.compare`, the
   comparison every GPU check uses, at the case's own tolerances;
 - **synccheck**: the barrier protocol (phases overtaken, deadlocks, transaction bytes,
   named/cluster barrier counts, `setmaxnreg`) over the modeled interleavings;
@@ -33,8 +33,9 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+from ..facts.paths import REPO
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = REPO
 WORKER = Path(__file__).resolve().parent / "sim_worker.py"
 SIM_PYTHON_ENV = "GPUBOOK_SIM_PYTHON"
 TOOLS = ("numbers", "synccheck", "racecheck")
@@ -120,7 +121,7 @@ def judge(meta: dict[str, Any], tools: dict[str, Any], expected: list[Any],
     """The case's record from the tools' reports and the outputs NumSim computed."""
     import torch
 
-    from .check import CheckError, compare
+    from .compare import CheckError, compare
 
     rec: dict[str, Any] = {"tools": {}}
     problems: list[str] = []
@@ -342,7 +343,7 @@ def rotation(day: Any = None, k: int = 2, directory: Path | None = None) -> list
     """k of the committed good simulations (of kernels that must pass, each simulated in under
     two minutes), a different few each day: the sample a test simulates again to show that the
     records reproduce."""
-    from . import results
+    from ..facts import results
 
     newest: dict[str, dict[str, Any]] = {}
     for c in results.cases(directory, simulated=True):

@@ -1,0 +1,204 @@
+"""Inputs, the comparison of an output with its reference, and a run of a kernel compared: what
+every check shares, in a notebook, a replay and a simulation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+from ..run import guard, runtime
+from .describe import describe_stress
+
+# (rtol, atol) by output dtype: torch.testing's defaults, which chapters may widen with reason.
+TOLERANCES: dict[str, tuple[float, float]] = {
+    "float64": (1e-7, 1e-7),
+    "float32": (1.3e-6, 1e-5),
+    "float16": (1e-3, 1e-5),
+    "bfloat16": (1.6e-2, 1e-5),
+}
+
+
+class CheckError(AssertionError):
+    """A kernel's output differs from the reference beyond tolerance.
+
+    `stress` holds the stress record when the failure came from a stress run.
+    """
+
+    stress: dict[str, Any] | None = None
+
+
+def seeded(shape: Sequence[int], dtype: str = "float32", seed: int = 0, kind: str = "randn") -> Any:
+    """A CPU tensor of reproducible values: 'randn', 'uniform' in [-1, 1), 'arange' or 'randint'."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    dt = getattr(torch, dtype)
+    if kind == "arange":
+        n = 1
+        for s in shape:
+            n *= s
+        return torch.arange(n, dtype=torch.float64).reshape(tuple(shape)).to(dt)
+    if kind == "randint":
+        return torch.randint(-8, 8, tuple(shape), generator=g).to(dt)
+    if kind == "uniform":
+        return (torch.rand(tuple(shape), generator=g, dtype=torch.float64) * 2 - 1).to(dt)
+    return torch.randn(tuple(shape), generator=g, dtype=torch.float64).to(dt)
+
+
+def tolerance(dtype: str, rtol: float | None = None, atol: float | None = None) -> tuple[float, float]:
+    """(rtol, atol) for comparing an output of `dtype`; explicit values win."""
+    base = TOLERANCES.get(dtype, (0.0, 0.0))  # integer outputs must match exactly
+    return (base[0] if rtol is None else rtol, base[1] if atol is None else atol)
+
+
+def compare(name: str, out: Any, expected: Any, rtol: float, atol: float) -> tuple[float, float]:
+    """Raise CheckError unless |out - expected| <= atol + rtol*|expected| everywhere (NaN fails).
+
+    Returns (max abs error, max rel error). Works on CPU tensors.
+    """
+    import torch
+
+    o = out.detach().to("cpu", torch.float64)
+    e = expected.detach().to("cpu", torch.float64)
+    if o.shape != e.shape:
+        raise CheckError(f"{name}: output shape {tuple(o.shape)} != reference shape {tuple(e.shape)}")
+    diff = (o - e).abs()
+    bad = ~(diff <= atol + rtol * e.abs())  # NaN in either side lands here
+    abs_err = float(torch.nan_to_num(diff, nan=float("inf")).max()) if diff.numel() else 0.0
+    rel = diff / e.abs().clamp_min(1e-30)
+    rel_err = float(torch.nan_to_num(rel, nan=float("inf")).max()) if rel.numel() else 0.0
+    if bool(bad.any()):
+        idx = bad.nonzero()[:5].tolist()
+        shown = "; ".join(
+            f"{tuple(i)}: got {o[tuple(i)].item():.6g}, expected {e[tuple(i)].item():.6g}" for i in idx
+        )
+        raise CheckError(
+            f"{name}: {int(bad.sum())} of {bad.numel()} elements differ from the reference "
+            f"(rtol={rtol:g}, atol={atol:g}); max abs error {abs_err:.6g}.\n"
+            f"  first mismatches: {shown}"
+        )
+    return abs_err, rel_err
+
+
+def _poison(t: Any) -> None:
+    if t.is_floating_point():
+        t.fill_(float("nan"))
+    else:
+        t.fill_(-0x5A5A5A5A if t.element_size() >= 4 else -0x5A)
+
+
+def shuffled(t: Any, seed: int) -> Any:
+    """The same values in a seeded random order: a fresh input with the original's value range."""
+    import torch
+
+    g = torch.Generator().manual_seed(seed)
+    flat = t.detach().to("cpu").reshape(-1)
+    return flat[torch.randperm(flat.numel(), generator=g)].reshape(t.shape).contiguous()
+
+
+@dataclass
+class Outcome:
+    """What one run of a check established: the errors of the single launch, and the stress run."""
+
+    max_abs_error: float
+    max_rel_error: float
+    stress: dict[str, Any] | None = None
+
+
+def _guarded(launcher: Any, args: Sequence[Any]) -> list[Any]:
+    """The arguments on the launch device, each inside sentinel margins (gpubook.guard); None
+    (an output that was not shipped) becomes an uninitialised guarded tensor."""
+    out = []
+    for p, a in zip(launcher.params, args):
+        if a is None:
+            out.append(guard.allocate(p.name, p.shape, p.dtype, runtime.DEVICE))
+        else:
+            out.append(guard.guarded_copy(p.name, a, runtime.DEVICE))
+    return out
+
+
+def run_and_compare(launcher: Any, args: Sequence[Any], outputs: Sequence[int],
+                    expected: Sequence[Any], tols: Sequence[Sequence[float]], stress: int = 0,
+                    variants: Sequence[tuple[Sequence[Any], Sequence[Any]]] = ()) -> Outcome:
+    """The one run path of checks, in a notebook and in a replay.
+
+    Copies `args` (any device; None for an output that was not shipped) to the launch device,
+    each inside guard zones, poisons the outputs, launches, waits, checks every guard zone and
+    compares each output. Then, with `stress`, runs the stress launches over `variants`.
+    Raises CheckError on any failure: out-of-bounds writes first, then mismatches.
+    """
+    guards = _guarded(launcher, args)
+    dev_args = [g.view for g in guards]
+    for i in outputs:
+        _poison(dev_args[i])
+    launcher(*dev_args)
+    runtime.synchronize()
+    problems = [f"{launcher.name}: out-of-bounds write: {v}" for v in guard.check_all(guards)]
+    errs = []
+    for i, e, t in zip(outputs, expected, tols):
+        try:
+            errs.append(compare(launcher.name, dev_args[i], e, t[0], t[1]))
+        except CheckError as err:
+            problems.append(str(err))
+    if problems:
+        raise CheckError("\n".join(problems))
+    outcome = Outcome(max(e[0] for e in errs), max(e[1] for e in errs))
+    if stress:
+        outcome.stress = stress_run(launcher, variants, outputs, tols, stress)
+        if outcome.stress["failures"] or outcome.stress.get("out_of_bounds"):
+            err = CheckError(f"{launcher.name}: {describe_stress(outcome.stress)}")
+            err.stress = outcome.stress
+            raise err
+    return outcome
+
+
+def stress_run(launcher: Any, variants: Sequence[tuple[Sequence[Any], Sequence[Any]]],
+               outputs: Sequence[int], tols: Sequence[Sequence[float]], launches: int) -> dict[str, Any]:
+    """Launch `launches` times cycling through `variants` ((args, expected) pairs), poisoning
+    the outputs before each launch and comparing every output on the device; the host waits
+    once, at the end, and then checks every guard zone.
+
+    Returns {"launches", "failures", "variants", "first_failure"}, plus "out_of_bounds" (a
+    list of guard-zone violations) when a launch wrote outside its tensors.
+    """
+    import torch
+
+    if not variants:
+        raise ValueError(f"{launcher.name}: a stress run needs input variants")
+    dev = runtime.DEVICE
+    sets = []
+    all_guards = []
+    for args, expected in variants:
+        guards = _guarded(launcher, args)
+        all_guards += guards
+        limits = []
+        for i, e, (rtol, atol) in zip(outputs, expected, tols):
+            e64 = e.to(dev, torch.float64)
+            limits.append((i, e64, atol + rtol * e64.abs()))
+        sets.append(([g.view for g in guards], limits))
+    bad = torch.zeros(launches, dtype=torch.int64, device=dev)
+    worst = torch.zeros(launches, dtype=torch.float64, device=dev)
+    inf = float("inf")
+    for n in range(launches):
+        dev_args, limits = sets[n % len(sets)]
+        for i, _, _ in limits:
+            _poison(dev_args[i])
+        launcher(*dev_args)
+        for i, e64, limit in limits:
+            diff = (dev_args[i].to(torch.float64) - e64).abs()
+            bad[n] += (~(diff <= limit)).sum()  # NaN lands here
+            worst[n] = torch.maximum(worst[n], torch.nan_to_num(diff, nan=inf).max())
+    runtime.synchronize()
+    failed = (bad > 0).nonzero().flatten().tolist()
+    first = None
+    if failed:
+        n = failed[0]
+        total = sum(e.numel() for _, e, _ in sets[n % len(sets)][1])
+        first = (f"launch {n + 1} (variant {n % len(sets)}): {int(bad[n])} of {total} output "
+                 f"elements differ, max abs error {float(worst[n]):.3g}")
+    rec: dict[str, Any] = {"launches": launches, "failures": len(failed), "variants": len(sets),
+                           "first_failure": first}
+    oob = guard.check_all(all_guards)
+    if oob:
+        rec["out_of_bounds"] = sorted(set(oob))
+    return rec

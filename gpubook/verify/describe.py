@@ -1,0 +1,81 @@
+"""How a check states what was found elsewhere: a replay's record, a simulation, a stress run."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+# The verification matrix (appendix A), relative to a chapter page of the built book.
+MATRIX_PAGE = "A-verification-matrix.html"
+
+
+def describe_record(rec: dict[str, Any]) -> str:
+    """One line for a replayed check: 'passed on NVIDIA H200, 2026-11-30, max abs error 0,
+    memcheck and racecheck clean; stress: ...' (or the failure and its first line)."""
+    run = rec["run"]
+    if rec["status"] == "passed":
+        s = f"passed on {run['gpu']}, {run['date']}"
+        if rec.get("max_abs_error") is not None:
+            s += f", max abs error {rec['max_abs_error']:.3g}"
+    elif rec["status"] in ("trapped", "race found"):      # the verdict a broken kernel must draw
+        s = f"{rec['status']} on {run['gpu']}, {run['date']}, as expected"
+    else:
+        s = f"{rec['status'].upper()} on {run['gpu']}, {run['date']}"
+        msg = (rec.get("message") or "").strip().splitlines()
+        if msg:
+            s += f": {msg[0][:200]}"
+    san = rec.get("sanitizer") or {}
+    if san and all(v == "clean" for v in san.values()):
+        s += f", {' and '.join(san)} clean"
+    elif san:
+        s += ", " + ", ".join(f"{k} {v}" for k, v in san.items())
+    if rec.get("stress"):
+        s += f"; {describe_stress(rec['stress'])}"
+    return s
+
+
+def describe_simulation(rec: dict[str, Any]) -> str:
+    """One line for a simulated check: 'simulated on the CPU (NumSim, tirx-harness 0.1.2.post2,
+    2026-12-01): matches PyTorch, max abs error 0.000122 (atol 0.001, rtol 0); synccheck clean;
+    racecheck clean — not run on a B200' (or what the tools found)."""
+    run = rec["run"]
+    where = f"simulated on the CPU (NumSim, {run.get('simulator')}, {run['date']})"
+    tools = rec.get("tools") or {}
+    parts = []
+    num = tools.get("numbers", {})
+    if num.get("verdict") == "match":
+        tol = ", ".join(f"atol {a:.3g}, rtol {r:.3g}" for r, a in rec.get("tolerances") or [])
+        parts.append(f"matches PyTorch, max abs error {rec.get('max_abs_error', 0):.3g}"
+                     + (f" ({tol})" if tol else ""))
+    elif num:
+        parts.append(f"numbers {num.get('verdict')}")
+    for tool in ("synccheck", "racecheck"):
+        parts.append(f"{tool} {tools[tool].get('verdict')}" if tool in tools else f"{tool} not run")
+    status = rec["status"]
+    if status == "simulated":
+        return f"{where}: " + "; ".join(parts) + " — not run on a B200"
+    if status == "caught":
+        return (f"{where}: the fault was caught, as expected — {_shortened(rec.get('message') or '', 240)}"
+                " — not run on a B200")
+    return f"{where}: {status.upper()} — {_shortened(rec.get('message') or '; '.join(parts), 300)}"
+
+
+def _shortened(text: str, limit: int) -> str:
+    """`text` cut at a word boundary before `limit` characters, with an ellipsis when cut."""
+    text = " ".join(text.split())
+    if len(text) <= limit:
+        return text
+    return text[:limit].rsplit(" ", 1)[0] + " …"
+
+
+def describe_stress(rec: dict[str, Any]) -> str:
+    """One line for a stress record: launches, variants, failures (and the first one)."""
+    s = (f"stress: {rec['launches']} launches over {rec['variants']} input variants, "
+         f"{rec['failures']} failed")
+    if rec.get("first_failure"):
+        s += f"; first: {rec['first_failure']}"
+    if rec.get("out_of_bounds"):
+        s += "; out-of-bounds write: " + "; ".join(rec["out_of_bounds"])
+    return s
+
+

@@ -1,0 +1,94 @@
+"""Static facts of a built GEMM kernel that the ladder's chapters assert: PTX counts, proxy fences
+before operand reuse, TMEM columns, register exchanges, the script's fingerprint."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any
+
+
+# -- static facts ---------------------------------------------------------------------------------
+PTX_EXTRA: list[tuple[str, str]] = [
+    ("fence.proxy.async", r"fence\.proxy\.async"),
+    ("trap", r"trap\b"),
+    ("mbarrier.init", r"mbarrier\.init"),
+    ("tcgen05.fence::before", r"tcgen05\.fence::before_thread_sync"),
+    ("tcgen05.fence::after", r"tcgen05\.fence::after_thread_sync"),
+    ("tcgen05.dealloc", r"tcgen05\.dealloc"),
+    ("relinquish", r"tcgen05\.relinquish_alloc_permit"),
+    ("bulk commit_group", r"cp\.async\.bulk\.commit_group"),
+    ("bulk wait_group.read", r"cp\.async\.bulk\.wait_group\.read"),
+    ("setmaxnreg.dec", r"setmaxnreg\.dec"),
+    ("setmaxnreg.inc", r"setmaxnreg\.inc"),
+]
+
+
+def ptx_facts(kernel: Any) -> dict[str, int]:
+    """The kernel's PTX counts (gb.build's families) and the ladder's extra ones (fences, traps,
+    barrier inits, bulk groups, register reallocation)."""
+    from ..compile.report import count_ptx
+
+    return {**kernel.ptx_counts, **count_ptx(kernel.ptx, PTX_EXTRA)}
+
+
+def proxy_fenced(ptx: str, consumer: str) -> bool:
+    """True when, before the first instruction matching `consumer` (a regex: the tensor core's
+    `tcgen05\\.mma`, a TMA store), the last st.shared is followed by a fence.proxy.async and then
+    a barrier: generic stores published to the async proxy before the consumer is released."""
+    from ..compile.report import ptx_instructions
+
+    seq = [ins for ins in ptx_instructions(ptx)
+           if re.match(r"st\.shared|fence\.proxy\.async|bar(rier)?\.(cta\.)?sync|" + consumer, ins)]
+    first = next((i for i, ins in enumerate(seq) if re.match(consumer, ins)), None)
+    stores = [i for i, ins in enumerate(seq[: first or 0]) if ins.startswith("st.shared")]
+    if first is None or not stores:
+        return False
+    kinds = ["fence" if ins.startswith("fence") else "bar" if ins.startswith("bar") else "other"
+             for ins in seq[stores[-1] + 1 : first]]
+    return "fence" in kinds and "bar" in kinds[kinds.index("fence"):]
+
+
+def refill_fenced(ptx: str) -> bool:
+    """True when the PTX has a tcgen05.mma and, in program order, every st.shared after the first
+    one follows a fence.proxy.async that follows the last mbarrier wait before it: ordinary
+    stores into tiles the tensor core read are ordered after its reads (a write after a read,
+    across proxies). Branches are ignored, as in `gpubook.lint`."""
+    from ..compile.report import ptx_instructions
+
+    seen_mma, fenced = False, True
+    for ins in ptx_instructions(ptx):
+        if ins.startswith("tcgen05.mma"):
+            seen_mma = True
+        elif re.match(r"mbarrier\.(?:try_wait|test_wait)", ins):
+            fenced = False
+        elif ins.startswith("fence.proxy.async"):
+            fenced = True
+        elif ins.startswith("st.shared") and seen_mma and not fenced:
+            return False
+    return seen_mma
+
+
+def tmem_columns(kernel: Any) -> dict[str, list[int]]:
+    """The column count of every tcgen05.alloc and tcgen05.dealloc the kernel's CUDA source
+    issues: {'alloc': [...], 'dealloc': [...]} (TMEMPool passes them as constants)."""
+    out: dict[str, list[int]] = {}
+    for kind in ("alloc", "dealloc"):
+        out[kind] = [int(n) for n in re.findall(
+            rf"tcgen05_{kind}_{kind}\w*\(.*?, \(uint\)(\d+)\);", kernel.source)]
+    return out
+
+
+def setmaxnreg_values(ptx: str) -> dict[str, list[int]]:
+    """{'dec': [...], 'inc': [...]}: the register counts of every setmaxnreg in the PTX."""
+    out: dict[str, list[int]] = {"dec": [], "inc": []}
+    for kind, n in re.findall(r"setmaxnreg\.(dec|inc)\.sync\.aligned\.u32\s+(\d+)", ptx):
+        out[kind].append(int(n))
+    return out
+
+
+def fingerprint(func: Any) -> str:
+    """The fingerprint gb.build would give this PrimFunc (its TIRx script's hash), without building."""
+    return hashlib.sha256(func.script().encode()).hexdigest()[:16]
+
+
