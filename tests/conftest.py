@@ -18,6 +18,7 @@ Two environment variables shorten the loop while writing:
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -33,15 +34,42 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="session")
 def built_book(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The HTML folder of the book, built once for the whole session."""
+    """The HTML folder of the book, built once for the whole session: with several test
+    processes (pytest-xdist), the first one that needs the book builds it under a file lock in
+    the session's shared folder, and the others wait for it and read what it recorded."""
     reuse = os.environ.get("GPUBOOK_HTML")
     if reuse:
         html = Path(reuse).resolve()
         assert (html / "index.html").is_file(), f"GPUBOOK_HTML={reuse} holds no index.html"
         return html
-    base = Path(os.environ["GPUBOOK_BUILD_DIR"]).resolve() if os.environ.get("GPUBOOK_BUILD_DIR") \
-        else tmp_path_factory.mktemp("book")
+    if os.environ.get("GPUBOOK_BUILD_DIR"):
+        base = Path(os.environ["GPUBOOK_BUILD_DIR"]).resolve()
+    else:  # every worker's temporary folder lies in one folder of the session
+        root = tmp_path_factory.getbasetemp()
+        base = (root.parent if os.environ.get("PYTEST_XDIST_WORKER") else root) / "book"
     base.mkdir(parents=True, exist_ok=True)
+    from filelock import FileLock
+
+    # One build per test run: the workers of one run share pytest-xdist's run id.
+    run = os.environ.get("PYTEST_XDIST_TESTRUNUID") or f"process {os.getpid()}"
+    with FileLock(str(base) + ".lock"):
+        state_file = base / "built.json"
+        state = json.loads(state_file.read_text()) if state_file.is_file() else {}
+        if state.get("run") != run:
+            state = dict(_build_book(base), run=run)
+            state_file.write_text(json.dumps(state))
+    if not state["ok"]:
+        pytest.fail(state["message"])
+    _BUILT["kernels"] = Path(state["kernels"])
+    _BUILT["export"] = Path(state["export"])
+    _SECONDS.update(state["seconds"])
+    _SAMPLE[:] = state["sample"]
+    return base / "html"
+
+
+def _build_book(base: Path) -> dict:
+    """Build the book into base/html with every chapter executed afresh (GPUBOOK_EXECUTION=force);
+    returns what the tests read of it (or the failure)."""
     html = base / "html"
     kernels = base / "kernels"
     shutil.rmtree(kernels, ignore_errors=True)  # written afresh by this build, never read by it
@@ -60,20 +88,18 @@ def built_book(tmp_path_factory: pytest.TempPathFactory) -> Path:
         env[export.EXPORT_ENV] = str(export_dir)
         env[export.EXPORT_ONLY_ENV] = "^(" + "|".join(re.escape(c["case"]) for c in sample) + ")$"
     # -j auto: chapters execute in one process per core (myst-nb and gpubook's extension are
-    # parallel-read safe); on two cores the build takes about 6 minutes instead of 10.
+    # parallel-read safe), the largest first (gpubook.book.sphinxext.longest_first).
     cmd = [sys.executable, "-m", "sphinx", "-W", "-j", "auto", "-b", "html", "-d", str(base / "doctrees"),
            str(ROOT), str(html)]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)
-    (base / "build.log").write_text(proc.stdout + proc.stderr)
+    log = proc.stdout + proc.stderr
+    (base / "build.log").write_text(log)
     if proc.returncode != 0:
-        pytest.fail(f"sphinx-build failed ({proc.returncode}); log in {base / 'build.log'}:\n"
-                    + (proc.stdout + proc.stderr)[-4000:])
-    _BUILT["kernels"] = kernels
-    _BUILT["export"] = export_dir
-    _SECONDS.update({Path(m[0]).stem: float(m[1]) for m in
-                     re.findall(r"(\S+\.md): Executed notebook in ([0-9.]+) seconds", proc.stdout + proc.stderr)})
-    _SAMPLE[:] = sample
-    return html
+        return {"ok": False, "message": f"sphinx-build failed ({proc.returncode}); log in "
+                f"{base / 'build.log'}:\n" + log[-4000:]}
+    return {"ok": True, "kernels": str(kernels), "export": str(export_dir), "sample": sample,
+            "seconds": {Path(m[0]).stem: float(m[1]) for m in
+                        re.findall(r"(\S+\.md): Executed notebook in ([0-9.]+) seconds", log)}}
 
 
 def check_env() -> str:
@@ -98,18 +124,27 @@ _SAMPLE: list[dict] = []
 _SECONDS: dict[str, float] = {}
 
 
+def _await_book(request: pytest.FixtureRequest) -> None:
+    """When this run builds the book (a test marked `book` is selected), wait for that build: in
+    a run of several processes, the one asking may not be the one that builds."""
+    if any(item.get_closest_marker("book") for item in request.session.items):
+        request.getfixturevalue("built_book")
+
+
 @pytest.fixture(scope="session")
-def book_notebook_seconds() -> dict[str, float] | None:
+def book_notebook_seconds(request: pytest.FixtureRequest) -> dict[str, float] | None:
     """How long this session's book build took to execute each chapter (by stem), or None when
     no book was built in this session."""
+    _await_book(request)
     return dict(_SECONDS) if _SECONDS else None
 
 
 @pytest.fixture(scope="session")
-def book_kernel_cache() -> Path | None:
+def book_kernel_cache(request: pytest.FixtureRequest) -> Path | None:
     """The build cache that this session's book build wrote (every kernel it compiled, keyed
     by script and toolchain), or None when no book was built in this session (GPUBOOK_HTML, or
     a run without the book tests): the notebooks test reads it instead of compiling again."""
+    _await_book(request)
     found = _BUILT.get("kernels")
     return found if found is not None and found.is_dir() else None
 

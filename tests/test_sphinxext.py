@@ -48,3 +48,20 @@ def test_the_build_note_says_what_ran() -> None:
 def test_a_kernel_repeated_in_a_check_counts_once() -> None:
     t = tiers(PORTABLE, NOT_RUN + "\n  static facts: vadd: compiled for sm_100a (+sm_90a) · 12 regs")
     assert list(t.kernels) == ["vadd"]
+
+
+def test_parallel_reading_takes_one_page_per_task_largest_first(tmp_path):
+    from sphinx.util.parallel import make_chunks as sphinx_chunks
+
+    from gpubook.book.sphinxext import longest_first
+
+    (tmp_path / "chapters").mkdir()
+    sizes = {"chapters/01-a": 10, "chapters/02-b": 500, "chapters/03-c": 40, "chapters/11B-d": 900, "index": 5}
+    for name, n in sizes.items():
+        (tmp_path / f"{name}.md").write_text("x" * n)
+    names = sorted(sizes)
+    chunks = longest_first(tmp_path)(names, 2)
+    assert chunks == [["chapters/11B-d"], ["chapters/02-b"], ["chapters/03-c"], ["chapters/01-a"], ["index"]]
+    # Sphinx's own split would put the two largest pages into the same process
+    many = [f"chapters/{i:02d}" for i in range(18)]
+    assert len(sphinx_chunks(many, 2)[0]) == 9

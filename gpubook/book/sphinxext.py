@@ -219,7 +219,32 @@ def on_build_finished(app: Sphinx, exc: Exception | None) -> None:
             shutil.copyfile(nb, out / nb.name)
 
 
+def longest_first(srcdir: Path) -> Any:
+    """Sphinx's parallel reader, one page per task and the largest sources first.
+
+    Sphinx hands each reading process a run of consecutive page names (nine pages each of two
+    on two cores), so the pages that execute longest, which sort together (chapters 10 to 11B,
+    appendix D), end up in one process while the other idles. One page per task, in decreasing
+    order of source size (a fair proxy for execution time: the largest chapters build and
+    check the most kernels), keeps every core busy until the last pages."""
+
+    def size(docname: str) -> int:
+        for suffix in (".md", ".rst", ".ipynb"):
+            f = srcdir / f"{docname}{suffix}"
+            if f.is_file():
+                return f.stat().st_size
+        return 0
+
+    def make_chunks(arguments: Any, nproc: int, maxbatch: int = 10) -> list[list[str]]:
+        return [[d] for d in sorted(arguments, key=lambda d: (-size(d), d))]
+
+    return make_chunks
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
+    import sphinx.builders
+
+    sphinx.builders.make_chunks = longest_first(Path(app.srcdir))
     app.add_config_value("gpubook_notebooks", "notebooks", "html")
     # conf.py sets it to a digest of results/ and gpubook/: a change re-reads (re-executes) every page
     app.add_config_value("gpubook_inputs_digest", "", "env")
