@@ -4,10 +4,10 @@ Layers, each importing only those below it (tests/test_layers.py checks the impo
 
     book      sphinxext, lessons, the GEMM ladder as the chapters show it (gemm, ladder, gemm_hopper)
     models    roofline, schedule, layouts, plots, fa4, fa4_timeline, fa4_protocol, gemm_model
-    verify    check, compare, describe, export, replay, verdicts, simulate, sim_worker, matrix, lint,
+    verify    check, compare, coverage, describe, export, replay, verdicts, simulate, sim_worker, matrix,
               gemm_check, static
-    run       runtime, guard, bench, trace, record, pack
-    compile   toolchain, build, report, signature, lowering, mbarrier, tmem
+    run       runtime, guard, bench, baselines, outcheck, clocks, trace, record, pack
+    compile   toolchain, build, report, signature, lowering, mbarrier, tmem, lint, ptxflow
     facts     hardware, numbers, results, paths
 
 models and verify do not import each other. Chapters use `import gpubook as gb` (gb.build,
@@ -16,17 +16,20 @@ below are bound here by their short names.
 """
 
 from .facts import hardware, numbers, paths, results
-from .compile import build as _build_module, lowering, mbarrier, report, signature, tmem, toolchain
-from .run import bench as _bench_module, guard, pack, record, runtime, trace as _trace_module
-from .verify import (check as _check_module, compare as _compare_module, describe, export, gemm_check,
-                     lint, matrix, replay, simulate, static, verdicts)
+from .compile import (build as _build_module, lint, lowering, mbarrier, report, signature, tmem, toolchain,
+                      txbytes)
+from .run import (baselines, bench as _bench_module, clocks, guard, outcheck, pack, record, runtime,
+                  trace as _trace_module)
+from .verify import (check as _check_module, compare as _compare_module, coverage, describe, export,
+                     gemm_check, matrix, replay, simulate, static, verdicts)
 from .models import fa4, fa4_protocol, fa4_timeline, gemm_model, layouts, plots, roofline, schedule
-from .book import gemm, gemm_hopper, ladder, lessons, sphinxext
+from .book import gemm, gemm_hopper, ladder, lessons
 
 from .compile.build import BLACKWELL, HOPPER, Kernel, build, lower, target
 from .compile.signature import KernelCallError, Param
 from .facts.hardware import B200, GPUS, H100, H200, gpu_for
 from .run.bench import Timing, bench
+from .run.outcheck import OutputMismatch
 from .run.record import set_chapter
 from .run.trace import Trace, trace
 from .verify.check import CheckResult, NotRunError, check
@@ -35,8 +38,18 @@ from .book.lessons import Refusal, explain_failure
 
 __all__ = [
     "B200", "BLACKWELL", "CheckError", "CheckResult", "GPUS", "H100", "H200", "HOPPER", "Kernel",
-    "KernelCallError", "NotRunError", "Param", "Refusal", "Timing", "Trace", "bench", "build", "check",
-    "compare", "explain_failure", "gemm", "gpu_for", "guard", "hardware", "layouts", "lessons", "lint",
-    "lower", "mbarrier", "plots", "report", "results", "roofline", "schedule", "seeded", "set_chapter",
-    "target", "tmem", "tolerance", "trace",
+    "KernelCallError", "NotRunError", "OutputMismatch", "Param", "Refusal", "Timing", "Trace", "bench", "build", "check",
+    "compare", "coverage", "explain_failure", "gemm", "gpu_for", "guard", "hardware", "layouts", "lessons",
+    "lint", "lower", "mbarrier", "plots", "report", "results", "roofline", "schedule", "seeded",
+    "set_chapter", "target", "tmem", "tolerance", "trace",
 ]
+
+
+def __getattr__(name: str):
+    """`gpubook.sphinxext`, imported on first use: it needs Sphinx and docutils, which a GPU host
+    that only replays cases does not have (python -m gpubook replay imports this package)."""
+    if name == "sphinxext":
+        from .book import sphinxext
+
+        return sphinxext
+    raise AttributeError(f"module 'gpubook' has no attribute {name!r}")

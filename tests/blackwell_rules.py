@@ -3,8 +3,8 @@
 Used by tests/test_blackwell_rules.py, and runnable on its own:
 `python tests/blackwell_rules.py chapters/06-tensor-cores-tmem.md` prints one JSON line per
 Blackwell-only kernel: its name, the Blackwell-only features of its PTX, the findings of
-`gpubook.lint`, and whether the chapter itself computed those findings with `lint.lint`
-(a kernel shown broken on purpose, whose findings the chapter asserts).
+`gpubook.lint`, and whether the kernel is shown broken on purpose: built with `breaks=` (the
+build asserts exactly those findings) or with findings the chapter itself computes with `lint.lint`.
 """
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def collect(chapter: Path, workdir: Path) -> list[dict]:
         if features:
             out.append({"name": k.name, "features": features,
                         "findings": [str(f) for f in real_lint(k.ptx)],
-                        "shown_broken": k.ptx in shown_broken})
+                        "shown_broken": k.ptx in shown_broken or bool(k.lint_breaks)})
     return out
 
 

@@ -26,6 +26,7 @@ def tmem_roundtrip(out: T.Buffer((128,), "int32")):
     out[tid] = T.cast(tmem_addr, "int32")
     T.cuda.cta_sync()
     if warp == 0:
+        T.ptx.tcgen05.fence__after_thread_sync()  # the barrier -> the dealloc (gpubook.lint: after-sync)
         T.ptx.tcgen05.relinquish_alloc_permit.cta_group__1.sync.aligned()
         T.ptx.tcgen05.dealloc.cta_group__1.sync.aligned.b32(tmem_addr, T.uint32(32))
 

@@ -1,4 +1,5 @@
-"""gpubook.lint finds each broken ordering rule in PTX, and nothing in PTX that keeps the rules."""
+"""gpubook.lint finds each broken ordering rule in PTX, on the path of the role that breaks it, and
+nothing in PTX that keeps the rules; gb.build lints every asynchronous kernel and checks `breaks=`."""
 
 from __future__ import annotations
 
@@ -85,3 +86,231 @@ def test_a_call_to_a_helper_that_waits_counts_as_a_wait():
     assert lint.lint(ptx) == []
     no_fence = ptx.replace("DONE:\n}\ntcgen05.fence::after_thread_sync;\n", "DONE:\n}\n")
     assert [f.rule for f in lint.lint(no_fence)] == ["after-sync"]
+
+
+# -- the rules added to the first six, each on a fragment that breaks it and one that keeps it --
+def _entry(body: str, ntid: int = 64) -> str:
+    return (".visible .entry k(\n.param .u64 k_param_0\n)\n.maxntid " + str(ntid) + ", 1, 1\n{\n"
+            ".reg .pred %p<8>;\n.reg .b32 %r<16>;\n.reg .b64 %rd<4>;\n.reg .b128 %rq<2>;\n" + body + "ret;\n}\n")
+
+
+def _rules(ptx: str) -> list[str]:
+    return [f.rule for f in lint.lint(ptx)]
+
+
+WAIT_ST = _entry("tcgen05.st.sync.aligned.32x32b.x1.b32 [%r1], {%r2};\n"
+                 "tcgen05.wait::st.sync.aligned;\n"
+                 "mbarrier.arrive.shared.b64 _, [%r3], %r4;\n")
+
+
+@pytest.mark.parametrize("handoff", ["mbarrier.arrive.shared.b64 _, [%r3], %r4;\n", "bar.sync 0;\n",
+                                     "tcgen05.mma.cta_group::1.kind::f16 [%r5], [%r1], %rd2, %r6, 1;\n"])
+def test_wait_st_a_tcgen05_st_is_waited_for_before_its_handoff(handoff):
+    assert _rules(WAIT_ST) == []
+    broken = WAIT_ST.replace("tcgen05.wait::st.sync.aligned;\n", "").replace(
+        "mbarrier.arrive.shared.b64 _, [%r3], %r4;\n", handoff)
+    assert _rules(broken) == ["wait-st"], lint.report(broken)
+
+
+HANDOFF = _entry("tcgen05.ld.sync.aligned.32x32b.x1.b32 {%r2}, [%r1];\n"
+                 "tcgen05.fence::before_thread_sync;\n"
+                 "mbarrier.arrive.shared.b64 _, [%r3], %r4;\n"
+                 "tcgen05.wait::ld.sync.aligned;\n"
+                 "st.global.u32 [%rd1], %r2;\n")
+
+
+def test_before_handoff_an_unfinished_tcgen05_ld_is_not_handed_off():
+    assert _rules(HANDOFF) == []
+    broken = HANDOFF.replace("tcgen05.fence::before_thread_sync;\n", "")
+    found = lint.lint(broken)
+    assert [f.rule for f in found] == ["before-handoff"] and found[0].instruction.startswith("mbarrier.arrive")
+    waited = broken.replace("mbarrier.arrive.shared.b64 _, [%r3], %r4;\ntcgen05.wait::ld.sync.aligned;\n",
+                            "tcgen05.wait::ld.sync.aligned;\nmbarrier.arrive.shared.b64 _, [%r3], %r4;\n")
+    assert _rules(waited) == []               # a completed load is no hazard: the wait suffices
+    committed = broken.replace("mbarrier.arrive.shared.b64", "tcgen05.commit.cta_group::1.mbarrier::arrive::one"
+                               ".shared::cluster.b64 [%r3];\nmbarrier.arrive.shared.b64", 1)
+    assert _rules(committed) == []            # tcgen05.commit fences like before_thread_sync
+
+
+CLC = _entry("LOOP:\n"
+             "mbarrier.arrive.expect_tx.shared.b64 _, [%r2], 16;\n"
+             "clusterlaunchcontrol.try_cancel.async.shared::cta.mbarrier::complete_tx::bytes.b128 [%r1], [%r2];\n"
+             "WAIT:\n"
+             "mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r2], %r3;\n"
+             "@!%p1 bra WAIT;\n"
+             "ld.shared.b128 %rq1, [%r1];\n"
+             "{ .reg .pred pd0; clusterlaunchcontrol.query_cancel.is_canceled.pred.b128 pd0, %rq1; "
+             "selp.b32 %r4, 1, 0, pd0; }\n"
+             "fence.proxy.async.shared::cta;\n"
+             "bar.sync 0;\n"
+             "setp.ne.s32 %p2, %r4, 0;\n"
+             "@%p2 bra LOOP;\n")
+
+
+def test_clc_response_is_read_after_its_wait_and_fenced_before_the_slot_is_reused():
+    assert _rules(CLC) == []
+    unfenced = CLC.replace("fence.proxy.async.shared::cta;\n", "")
+    found = lint.lint(unfenced)
+    assert [f.rule for f in found] == ["clc-response"] and "fence.proxy.async" in found[0].detail
+    early = CLC.replace("WAIT:\nmbarrier.try_wait.parity.shared::cta.b64 %p1, [%r2], %r3;\n@!%p1 bra WAIT;\n"
+                        "ld.shared.b128 %rq1, [%r1];\n", "ld.shared.b128 %rq1, [%r1];\n")
+    found = lint.lint(early)
+    assert [f.rule for f in found] == ["clc-response"] and "before any mbarrier wait" in found[0].detail
+    # the next request in the same thread needs the fence too, not only a barrier or an arrive
+    alone = unfenced.replace("bar.sync 0;\n", "").replace("mbarrier.arrive.expect_tx.shared.b64 _, [%r2], 16;\n", "")
+    assert _rules(alone) == ["clc-response"]
+
+
+BULK = _entry("mov.u32 %r9, 0;\n"
+              "LOOP:\n"
+              "st.shared.v4.u32 [%r4], {%r5, %r6, %r7, %r8};\n"
+              "fence.proxy.async.shared::cta;\n"
+              "bar.sync 0;\n"
+              "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [%rd1, {%r1, %r2}], [%r4];\n"
+              "cp.async.bulk.commit_group;\n"
+              "cp.async.bulk.wait_group.read 0;\n"
+              "bar.sync 0;\n"
+              "add.s32 %r9, %r9, 1;\n"
+              "setp.lt.u32 %p1, %r9, 4;\n"
+              "@%p1 bra LOOP;\n")
+
+
+def test_bulk_store_reuse_the_source_is_not_rewritten_before_wait_group():
+    assert _rules(BULK) == []
+    broken = BULK.replace("cp.async.bulk.wait_group.read 0;\n", "")
+    found = lint.lint(broken)
+    assert [f.rule for f in found] == ["bulk-store-reuse"] and found[0].instruction.startswith("st.shared")
+    plain = broken.replace("cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [%rd1, {%r1, %r2}], [%r4];",
+                           "cp.async.bulk.global.shared::cta.bulk_group [%rd1], [%r4], 64;")
+    assert _rules(plain) == ["bulk-store-reuse"]
+    # two staging buffers, each written once and stored, then one wait: no reuse
+    unrolled = _entry("st.shared.v4.u32 [%r4], {%r5, %r6, %r7, %r8};\nfence.proxy.async.shared::cta;\n"
+                      "cp.async.bulk.global.shared::cta.bulk_group [%rd1], [%r4], 64;\ncp.async.bulk.commit_group;\n"
+                      "st.shared.v4.u32 [%r10], {%r5, %r6, %r7, %r8};\nfence.proxy.async.shared::cta;\n"
+                      "cp.async.bulk.global.shared::cta.bulk_group [%rd2], [%r10], 64;\ncp.async.bulk.commit_group;\n"
+                      "cp.async.bulk.wait_group.read 0;\n")
+    assert _rules(unrolled) == []
+
+
+WGMMA = _entry("st.shared.v4.u32 [%r4], {%r5, %r6, %r7, %r8};\n"
+               "fence.proxy.async.shared::cta;\n"
+               "bar.sync 0;\n"
+               "wgmma.fence.sync.aligned;\n"
+               "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%r1, %r2, %r3, %r9}, %rd1, %rd2, 1, 1, 1, 0, 0;\n"
+               "wgmma.commit_group.sync.aligned;\n"
+               "wgmma.wait_group.sync.aligned 0;\n", ntid=128)
+
+
+def test_proxy_fence_covers_wgmma_operands():
+    assert _rules(WGMMA) == []
+    assert _rules(WGMMA.replace("fence.proxy.async.shared::cta;\n", "")) == ["proxy-fence"]
+    assert _rules(WGMMA.replace("fence.proxy.async.shared::cta;\n", "fence.proxy.async.global;\n")) == ["proxy-fence"]
+
+
+# -- roles: a fence in one role's branch does not keep another role's rule --------------------
+ROLES = _entry("mov.u32 %r1, %tid.x;\n"
+               "shr.u32 %r2, %r1, 5;\n"
+               "setp.eq.s32 %p1, %r2, 0;\n"
+               "@%p1 bra PRODUCER;\n"
+               "st.shared.u32 [%r5], %r4;\n"      # warp 1: its own store ...
+               "CONSUMER_FENCE"
+               "bra.uni MMA;\n"
+               "PRODUCER:\n"
+               "st.shared.u32 [%r3], %r4;\n"      # warp 0: a store and its fence
+               "fence.proxy.async.shared::cta;\n"
+               "MMA:\n"
+               "bar.sync 0;\n"
+               "tcgen05.fence::after_thread_sync;\n"
+               "tcgen05.mma.cta_group::1.kind::f16 [%r6], %rd1, %rd2, %r7, 1;\n")
+
+
+def test_a_fence_in_the_producers_branch_does_not_keep_the_consumers_rule():
+    # In program order the producer's fence stands between the consumer's store and the MMA; the
+    # consumer never executes it.
+    one_sided = ROLES.replace("CONSUMER_FENCE", "")
+    found = lint.lint(one_sided)
+    assert [f.rule for f in found] == ["proxy-fence"] and "st.shared.u32 [%r5]" in found[0].detail
+    assert _rules(ROLES.replace("CONSUMER_FENCE", "fence.proxy.async.shared::cta;\n")) == []
+    guarded = ROLES.replace("CONSUMER_FENCE", "@%p1 fence.proxy.async.shared::cta;\n")
+    assert _rules(guarded) == ["proxy-fence"]        # a guarded fence closes nothing
+
+
+def test_branches_on_the_role_are_followed_only_the_way_the_role_goes():
+    # Warp 0 stores, and later (a second branch on the same %tid condition) fences and issues
+    # the MMA; the other warp does neither. No path of one thread stores without fencing.
+    ptx = _entry("mov.u32 %r1, %tid.x;\nshr.u32 %r2, %r1, 5;\nsetp.ne.s32 %p1, %r2, 0;\n"
+                 "@%p1 bra SKIP1;\nst.shared.u32 [%r3], %r4;\nSKIP1:\nbar.sync 0;\n"
+                 "setp.eq.s32 %p2, %r1, 0;\n@!%p2 bra SKIP2;\nfence.proxy.async.shared::cta;\n"
+                 "tcgen05.fence::after_thread_sync;\n"
+                 "tcgen05.mma.cta_group::1.kind::f16 [%r6], %rd1, %rd2, %r7, 1;\nSKIP2:\n")
+    # thread 0 fences; threads 1-31 store and never fence, but they issue no MMA either
+    assert _rules(ptx) == []
+    # the MMA issued by every thread of warp 0, the fence by thread 0 only: threads 1-31 break it
+    wider = ptx.replace("fence.proxy.async.shared::cta;\ntcgen05.fence::after_thread_sync;\n"
+                        "tcgen05.mma.cta_group::1.kind::f16 [%r6], %rd1, %rd2, %r7, 1;\nSKIP2:\n",
+                        "fence.proxy.async.shared::cta;\nSKIP2:\n@%p1 bra SKIP3;\ntcgen05.fence::after_thread_sync;\n"
+                        "tcgen05.mma.cta_group::1.kind::f16 [%r6], %rd1, %rd2, %r7, 1;\nSKIP3:\n")
+    assert _rules(wider) == ["proxy-fence"]
+
+
+def test_labels_are_resolved_in_their_inline_asm_scope():
+    # Two inline-asm waits reuse the label names; each loop must branch within its own block.
+    wait = ("{\n.reg .pred P1;\nLAB_WAIT:\nmbarrier.try_wait.parity.shared::cta.b64 P1, [%r1], %r2;\n"
+            "@P1 bra.uni DONE;\nbra.uni LAB_WAIT;\nDONE:\n}\n")
+    ptx = _entry(wait + "tcgen05.fence::after_thread_sync;\n" + wait +
+                 "tcgen05.fence::after_thread_sync;\ntcgen05.ld.sync.aligned.32x32b.x1.b32 {%r5}, [%r6];\n"
+                 "tcgen05.wait::ld.sync.aligned;\n")
+    assert _rules(ptx) == []
+    assert _rules(ptx.replace("tcgen05.fence::after_thread_sync;\ntcgen05.ld", "tcgen05.ld")) == ["after-sync"]
+
+
+# -- the build lints every asynchronous kernel, and checks what a kernel declares it breaks ----
+def _init_kernel(fenced: bool, fencing_thread: int = 0):
+    from tvm.script import tirx as T
+
+    @T.prim_func
+    def init_publish(out: T.Buffer((128,), "int32")):
+        T.device_entry()
+        tid = T.thread_id([128])
+        pool = T.SMEMPool()
+        bar = pool.alloc((1,), "uint64", align=8)
+        pool.commit()
+        if tid == 0:
+            T.ptx.mbarrier.init.shared.b64(bar.ptr_to([0]), T.uint32(1))
+        if fenced and tid == fencing_thread:
+            T.ptx.fence.mbarrier_init.release.cluster()
+        T.cuda.cta_sync()
+        out[tid] = tid
+
+    return init_publish
+
+
+def test_build_lints_an_asynchronous_kernel_and_reports_it_in_its_facts():
+    import gpubook as gb
+
+    k = gb.build(_init_kernel(True), name="init_fenced", archs=(gb.BLACKWELL,))
+    assert k.lint_breaks == () and k.facts()["lint"] == "clean"
+    with pytest.raises(ValueError, match=r"(?s)init_unfenced breaks the PTX ordering rules.*\[init-fence\]"):
+        gb.build(_init_kernel(False), name="init_unfenced", archs=(gb.BLACKWELL,))
+    k = gb.build(_init_kernel(False), name="init_unfenced", archs=(gb.BLACKWELL,), breaks=("init-fence",))
+    assert k.lint_breaks == ("init-fence",) and k.facts()["lint"] == ["init-fence"]
+
+
+def test_build_fails_when_a_declared_break_is_not_found():
+    import gpubook as gb
+
+    with pytest.raises(ValueError, match="declares breaks=.*finds no init-fence"):
+        gb.build(_init_kernel(True), name="init_fenced", archs=(gb.BLACKWELL,), breaks=("init-fence",))
+    with pytest.raises(ValueError, match="names no lint rule: init-fences"):
+        gb.build(_init_kernel(True), name="init_fenced", archs=(gb.BLACKWELL,), breaks=("init-fences",))
+    with pytest.raises(ValueError, match="no asynchronous operation"):
+        lint.check_declared("plain", ".visible .entry k()\n{\nret;\n}\n", ("wait-ld",))
+
+
+def test_a_real_kernel_whose_fence_runs_in_another_thread_than_its_init_is_found():
+    import gpubook as gb
+
+    # Thread 1 fences what thread 0 initialised: in program order the fence stands between the
+    # init and the barrier, but on thread 0's path there is none.
+    with pytest.raises(ValueError, match=r"\[init-fence\]"):
+        gb.build(_init_kernel(True, fencing_thread=1), name="init_other_fence", archs=(gb.BLACKWELL,))

@@ -32,11 +32,20 @@ def write_results(tmp_path, monkeypatch, cases, date="2026-11-30", gpu="NVIDIA H
     monkeypatch.setattr(results, "RESULTS_DIR", tmp_path)
 
 
-def record(vadd, **kw):
+def digest_of(vadd, stress=0, ref=None):
+    """The case digest of `gb.check(vadd, args(), ref=add, stress=stress)`."""
+    from gpubook.verify.check import prepare
+
+    c = prepare(vadd, args(), ref or add, stress=stress)
+    return gb.record.check_digest(vadd, c.args, c.expected, c.outputs, c.tols, c.stress, c.variants)
+
+
+def record(vadd, check_stress=0, **kw):
     rec = {"case": "99-test--vadd--check", "chapter": "99-test", "name": "vadd", "kind": "check",
            "runs_on": ["sm_100a", "sm_90a"], "fingerprint": vadd.fingerprint, "status": "passed",
            "max_abs_error": 0.0, "max_rel_error": 0.0,
-           "sanitizer": {"memcheck": "clean", "racecheck": "clean"}}
+           "sanitizer": {"memcheck": "clean", "racecheck": "clean"},
+           "case_digest": digest_of(vadd, check_stress), "toolchain": gb.record.toolchain_identity()}
     rec.update(kw)
     return rec
 
@@ -66,7 +75,7 @@ def test_not_run_names_the_replay_of_the_same_kernel(vadd, tmp_path, monkeypatch
 
 def test_not_run_shows_the_recorded_stress_result(vadd, tmp_path, monkeypatch):
     stress = {"launches": 2000, "failures": 0, "variants": 8, "first_failure": None}
-    write_results(tmp_path, monkeypatch, [record(vadd, stress=stress)])
+    write_results(tmp_path, monkeypatch, [record(vadd, check_stress=2000, stress=stress)])
     text = repr(gb.check(vadd, args(), ref=add, stress=2000))
     assert "memcheck and racecheck clean; stress: 2000 launches over 8 input variants, 0 failed" in text
     assert "not run either" not in text
@@ -121,3 +130,47 @@ def test_a_broken_kernel_names_the_replay_that_judged_it(vadd, tmp_path, monkeyp
     assert "same kernel replayed: FAILED on NVIDIA H200, 2026-11-30: expected a race" in text
     write_results(tmp_path, monkeypatch, [])
     assert "no replay of this exact kernel is recorded yet" in repr(gb.check(vadd, args(), ref=add, expect=expect))
+
+
+
+def test_a_replay_of_another_case_of_the_same_script_is_not_credited(vadd, tmp_path, monkeypatch):
+    """Same kernel script, other inputs, tolerance or toolchain: a record of another case."""
+    tc = gb.record.toolchain_identity()
+    for other in (dict(case_digest=digest_of(vadd, stress=10)),            # other stress run
+                  dict(toolchain=dict(tc, compiler="another compiler"))):  # other binary
+        write_results(tmp_path, monkeypatch, [record(vadd, **other)])
+        text = repr(gb.check(vadd, args(), ref=add))
+        assert "replayed for another case (other inputs, tolerance, stress runs or toolchain), so not " \
+               "this check: passed on NVIDIA H200" in text, other
+        assert "same kernel replayed" not in text
+    # an older record of this very case wins over a newer one of another case
+    write_results(tmp_path, monkeypatch, [record(vadd)])
+    doc = {"format": 2, "run": {"gpu": "NVIDIA H200", "arch": "sm_90a", "date": "2026-12-02"},
+           "cases": [record(vadd, case_digest=digest_of(vadd, stress=10))]}
+    (tmp_path / "2026-12-02-h200.json").write_text(json.dumps(doc))
+    assert "same kernel replayed: passed on NVIDIA H200, 2026-11-30" in repr(gb.check(vadd, args(), ref=add))
+
+
+def test_a_record_written_before_cases_had_digests_says_so(vadd, tmp_path, monkeypatch):
+    legacy = {k: v for k, v in record(vadd).items() if k not in ("case_digest", "toolchain")}
+    write_results(tmp_path, monkeypatch, [legacy])
+    text = repr(gb.check(vadd, args(), ref=add))
+    assert "same kernel replayed: passed on NVIDIA H200, 2026-11-30" in text
+    assert "recorded before results named the inputs, tolerance and toolchain of their case" in text
+
+
+def test_the_case_digest_follows_inputs_tolerance_and_stress_not_the_reference_rounding(vadd):
+    from gpubook.verify.check import prepare
+
+    base = digest_of(vadd)
+    assert digest_of(vadd) == base
+    assert digest_of(vadd, stress=5) != base
+    c = prepare(vadd, args(), add, atol=1e-3)
+    assert gb.record.check_digest(vadd, c.args, c.expected, c.outputs, c.tols) != base
+    other = args()
+    other[0][0] += 1
+    c = prepare(vadd, other, add)
+    assert gb.record.check_digest(vadd, c.args, c.expected, c.outputs, c.tols) != base
+    # expected outputs computed on another CPU may round differently: they are not part of it
+    c = prepare(vadd, args(), lambda x, y, out: (x + y) * (1 + 2**-23))
+    assert gb.record.check_digest(vadd, c.args, c.expected, c.outputs, c.tols) == base

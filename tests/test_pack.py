@@ -32,3 +32,16 @@ def test_the_bundle_holds_the_runtime_the_wheel_and_an_env_script(tmp_path):
     assert probe.returncode == 0, probe.stderr
     assert probe.stdout.split() == ["/tmp/gpubook-site/tvm_ffi/__init__.py", str(rt / "lib")]
     assert "holds" in out.stdout and "env.sh" in out.stdout
+
+
+def test_the_package_imports_without_sphinx_as_on_a_gpu_host():
+    """A GPU host that replays cases has PyTorch and the TVM runtime, not Sphinx or docutils."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfor m in ('sphinx', 'docutils', 'myst_nb', 'matplotlib.backends.backend_agg'):\n"
+            "    sys.modules[m] = None\n"
+            "import gpubook, gpubook.verify.replay, gpubook.run.bench\n"
+            "assert 'sphinx' not in [k for k, v in sys.modules.items() if v is not None]\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]

@@ -9,8 +9,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import report
-from . import toolchain
+from . import lint, report, toolchain, txbytes
 from .signature import Param, params_of
 
 BLACKWELL = "sm_100a"
@@ -68,6 +67,8 @@ class Kernel:
     compile_seconds: float
     highlight: tuple[str, ...] = ()
     not_built: dict[str, str] = field(default_factory=dict)  # arch -> why it has no build
+    lint_breaks: tuple[str, ...] = ()  # the ordering rules its PTX breaks, each declared with breaks=
+    expect_tx: dict[str, Any] = field(default_factory=dict)  # txbytes.analyze's record ({}: none)
     _executables: dict[str, Any] = field(default_factory=dict, repr=False)
     _exported: dict[str, str] = field(default_factory=dict, repr=False)
 
@@ -120,8 +121,8 @@ class Kernel:
             "local_bytes": self.local_bytes, "spill_instructions": self.spill_instructions,
             "launch": [la.describe() for la in self.launches],
             "ptx_counts": {k: v for k, v in self.ptx_counts.items() if v},
-            "compile_seconds": round(self.compile_seconds, 3),
-            "not_built": dict(self.not_built),
+            "compile_seconds": round(self.compile_seconds, 3), "lint": lint.verdict(self.ptx, self.lint_breaks),
+            "not_built": dict(self.not_built), "expect_tx": txbytes.summary(self.expect_tx),
         }
 
     def summary(self) -> str:
@@ -148,7 +149,7 @@ class Kernel:
                           if a != BLACKWELL)
         return (
             f"{self.summary()}\n  launch: {launch}\n  PTX (static counts): {self._count_line()}"
-            f"{missing}\n  {self.compiler} {self.compile_seconds:.2f} s"
+            f"{missing}{txbytes.report_line(self.expect_tx)}\n  {self.compiler} {self.compile_seconds:.2f} s"
         )
 
     def _repr_html_(self) -> str:
@@ -179,8 +180,8 @@ class Kernel:
 
 
 def build(func: Any, name: str | None = None, highlight: tuple[str, ...] = (),
-          archs: tuple[str, ...] | None = None) -> Kernel:
-    """Lower and compile a TIRx PrimFunc for sm_100a (and sm_90a when portable); no GPU needed.
+          archs: tuple[str, ...] | None = None, expect_tx_mismatch: bool = False, breaks: tuple[str, ...] = ()) -> Kernel:
+    """Lower, check every expect_tx (`txbytes.enforced`), compile, lint (exactly `breaks`, `lint.enforced`).
 
     `highlight` names PTX counts the report shows even when zero (e.g. ("tcgen05.mma",)).
     `archs` picks the targets: None builds sm_100a, plus sm_90a when the PTX uses no
@@ -198,8 +199,8 @@ def build(func: Any, name: str | None = None, highlight: tuple[str, ...] = (),
     if cache is not None and cache.mode in ("read", "update"):
         kernel = cache.load(func, name, highlight)
         if kernel is not None:
-            return kernel
-    kernel = _build(func, name, highlight, archs, want)
+            return lint.enforced(txbytes.enforced(kernel, planted=expect_tx_mismatch), breaks)
+    kernel = lint.enforced(txbytes.enforced(_build(func, name, highlight, archs, want), planted=expect_tx_mismatch), breaks)
     if cache is not None and cache.mode in ("write", "update"):
         cache.store(kernel)
     return kernel
@@ -210,7 +211,7 @@ def _build(func: Any, name: str, highlight: tuple[str, ...], archs: tuple[str, .
     t0 = time.perf_counter()
     primary = BLACKWELL if BLACKWELL in want else HOPPER
     other = HOPPER if primary == BLACKWELL else BLACKWELL
-    host, _ = lower(func, primary)
+    host, device = lower(func, primary)
     executables = {primary: _compile(func, primary)}
     src = executables[primary].mod.imports[0].inspect_source()
     using = toolchain.compiler()
@@ -282,6 +283,7 @@ def _build(func: Any, name: str, highlight: tuple[str, ...], archs: tuple[str, .
         launches=report.parse_launches(host.script()), ptx_counts=report.count_ptx(ptx),
         sass_counts=report.count_sass(sass), compile_seconds=time.perf_counter() - t0,
         highlight=tuple(highlight), not_built=not_built, _executables=executables,
+        expect_tx=txbytes.analyze(host, device),  # each expect_tx against the copies on its barrier
     )
 
 
@@ -291,8 +293,8 @@ CACHE_MODE_ENV = "GPUBOOK_KERNEL_CACHE_MODE"  # "write", "read" or "update"
 # What a cached build keeps: everything but the call's own name, function and highlight
 # (lowered modules are recompiled on demand by Kernel.executable).
 _CACHED_FIELDS = ("arch", "runs_on", "compiler", "source", "ptx", "cubin", "sass", "resources",
-                  "launches", "ptx_counts", "sass_counts", "compile_seconds", "not_built")
-_SOURCES = ("build.py", "report.py", "toolchain.py", "signature.py", "mbarrier.py", "tmem.py")
+                  "launches", "ptx_counts", "sass_counts", "compile_seconds", "not_built", "expect_tx")
+_SOURCES = ("build.py", "report.py", "toolchain.py", "signature.py", "mbarrier.py", "tmem.py", *txbytes.SOURCES)
 _DISTRIBUTIONS = ("apache-tvm", "apache-tvm-ffi", "cuda-bindings", "nvidia-cuda-nvrtc",
                   "nvidia-cuda-runtime", "nvidia-cuda-cccl", "nvidia-cuda-cuobjdump")
 

@@ -334,3 +334,27 @@ def cuobjdump(cubin: bytes, *flags: str) -> str:
     if proc.returncode != 0:
         raise RuntimeError(f"cuobjdump {' '.join(flags)} failed: {proc.stderr}")
     return proc.stdout
+
+
+@functools.cache
+def identity() -> dict[str, str]:
+    """What built a kernel's modules, by version: TVM, the compiler and its ptxas. A replay made
+    of modules built by another toolchain is a replay of another binary."""
+    import importlib.metadata as md
+
+    def version(dist: str) -> str:
+        try:
+            return md.version(dist)
+        except md.PackageNotFoundError:
+            return "absent"
+
+    using = compiler()
+    out = {"tvm": version("apache-tvm"), "compiler": using}
+    if using == "nvcc" and shutil.which("nvcc"):
+        for tool_name in ("nvcc", "ptxas"):
+            exe = shutil.which(tool_name)
+            text = subprocess.run([exe, "--version"], capture_output=True, text=True).stdout if exe else ""
+            out[tool_name] = text.strip().splitlines()[-1] if text.strip() else "absent"
+    else:  # NVRTC carries its own ptxas
+        out["nvrtc"] = version("nvidia-cuda-nvrtc")
+    return out

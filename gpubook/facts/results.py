@@ -86,7 +86,8 @@ RAN_EXPECTED = RAN + ("trapped", "race found", "passed unexpectedly")
 
 def newest(name: str, kind: str = "check", chapter: str | None = None,
            fingerprint: str | None = None,
-           directory: Path | str | None = None, statuses: tuple[str, ...] = RAN) -> dict[str, Any] | None:
+           directory: Path | str | None = None, statuses: tuple[str, ...] = RAN,
+           case_digest: str | None = None, toolchain: dict[str, str] | None = None) -> dict[str, Any] | None:
     """The newest case of that kernel that ran, whatever its verdict (a newer failure is not
     hidden behind an older pass), or None. With `fingerprint`, only that exact kernel script;
     `statuses` are the verdicts that count as a run (RAN_EXPECTED for a case that expects a
@@ -96,8 +97,28 @@ def newest(name: str, kind: str = "check", chapter: str | None = None,
         if c["name"] == name and c["kind"] == kind and c["status"] in statuses
         and (chapter is None or c["chapter"] == chapter)
         and (fingerprint is None or c.get("fingerprint") == fingerprint)
+        and (case_digest is None or c.get("case_digest") == case_digest)
+        and (toolchain is None or c.get("toolchain") == toolchain)
     ]
     return found[-1] if found else None
+
+
+def provenance(rec: dict[str, Any] | None, case_digest: str, toolchain: dict[str, str] | None) -> str | None:
+    """How a record of the same kernel script relates to the case at hand: "this case" (same
+    inputs, tolerance and stress, and for a GPU run the same toolchain), "unrecorded" (written
+    before records named their case and toolchain) or "other" (another case of the script)."""
+    if rec is None:
+        return None
+    if "case_digest" not in rec:
+        return "unrecorded"
+    same = rec["case_digest"] == case_digest and (toolchain is None or rec.get("toolchain") == toolchain)
+    return "this case" if same else "other"
+
+
+PROVENANCE_NOTE = {
+    "unrecorded": " (recorded before results named the inputs, tolerance and toolchain of their case)",
+    "other": "",
+}
 
 
 # Verdicts of a simulated case (gpubook.simulate): "simulated" and "caught" are the good ones.

@@ -9,41 +9,9 @@ from typing import Any, Callable, Sequence
 
 from . import record
 from . import runtime
+from .baselines import BASELINES, baseline_names  # noqa: F401  (re-exported)
 from ..facts.hardware import GPUS, PEAK_LABELS, gpu_for, peak_kind
 
-# PyTorch operations a kernel is compared with, by name, over the kernel's own arguments
-# (inputs first, output last), so that a GPU host can rebuild them from shapes alone.
-BASELINES: dict[str, Callable[..., Any]] = {
-    "copy": lambda x, out: out.copy_(x),
-    "add": lambda x, y, out: __import__("torch").add(x, y, out=out),
-    "transpose": lambda x, out: out.copy_(x.t()),
-    "row_sum": lambda x, out: __import__("torch").sum(x, dim=-1, out=out),
-    "matmul_nt": lambda a, b, d: __import__("torch").matmul(a, b.t(), out=d),
-    "sdpa": lambda q, k, v, o: _sdpa(q, k, v, o, causal=False),
-    "sdpa_causal": lambda q, k, v, o: _sdpa(q, k, v, o, causal=True),
-    # The same with one backend forced: FlashAttention-2 ("flash") or cuDNN's fused kernel.
-    "sdpa_flash": lambda q, k, v, o: _sdpa(q, k, v, o, causal=False, backend="FLASH_ATTENTION"),
-    "sdpa_flash_causal": lambda q, k, v, o: _sdpa(q, k, v, o, causal=True, backend="FLASH_ATTENTION"),
-    "sdpa_cudnn": lambda q, k, v, o: _sdpa(q, k, v, o, causal=False, backend="CUDNN_ATTENTION"),
-    "sdpa_cudnn_causal": lambda q, k, v, o: _sdpa(q, k, v, o, causal=True, backend="CUDNN_ATTENTION"),
-}
-
-
-def _sdpa(q: Any, k: Any, v: Any, o: Any, causal: bool, backend: str | None = None) -> Any:
-    """PyTorch's scaled_dot_product_attention on (B, H, S, d) tensors: its default backend, or
-    the one `backend` names (an `SDPBackend` member, the only one allowed: a backend that cannot
-    take the inputs raises instead of falling back). K and V may have fewer heads (grouped-query
-    attention). Returns a new tensor and leaves `o` alone: copying into it would add a pass over
-    O to the baseline's time."""
-    import torch.nn.functional as F
-
-    gqa = q.shape[1] != k.shape[1]
-    if backend is None:
-        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    with sdpa_kernel(getattr(SDPBackend, backend)):
-        return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
 
 def _recorded_baselines(rec: dict[str, Any]) -> dict[str, float]:
     """A record's baselines by name: its 'baselines' map, or (files written before several
@@ -53,17 +21,6 @@ def _recorded_baselines(rec: dict[str, Any]) -> dict[str, float]:
     if rec.get("baseline") and rec.get("baseline_ms"):
         return {rec["baseline"]: rec["baseline_ms"]}
     return {}
-
-
-def baseline_names(baseline: str | Sequence[str] | None) -> list[str]:
-    """The baselines a bench names (one name or several), each checked against BASELINES."""
-    names = [] if baseline is None else [baseline] if isinstance(baseline, str) else list(baseline)
-    for b in names:
-        if b not in BASELINES:
-            raise ValueError(f"unknown baseline {b!r}; known: {', '.join(BASELINES)}")
-    if len(set(names)) != len(names):
-        raise ValueError(f"baselines named twice: {names}")
-    return names
 
 
 FLUSHES = ("read", "write", "none")
@@ -93,10 +50,17 @@ class Timing:
     # one is also `baseline_ms` / `baseline_samples`.
     baselines: dict[str, float] = field(default_factory=dict)
     baselines_samples: dict[str, list[float]] = field(default_factory=dict)
+    output_check: dict[str, Any] | None = None  # the output at the timed shape vs its baseline
+    clocks: dict[str, Any] | None = None  # SM clock and slowdown reasons during the run
+    interleaved: bool = False  # kernel and baselines alternated repeat by repeat
+    provenance: str | None = None  # how `recorded` relates to this case (results.provenance)
 
     @staticmethod
     def from_record(rec: dict[str, Any]) -> "Timing":
         """The Timing a replay recorded (results/*.json) for a performance case."""
+        if rec.get("status") == "failed":
+            return Timing(rec["name"], "failed", gpu=rec["run"]["gpu"], reason=rec.get("message"),
+                          output_check=rec.get("output_check"))
         return Timing(rec["name"], "measured", gpu=rec["run"]["gpu"], ms=rec["ms"],
                       bytes=rec.get("bytes"), flops=rec.get("flops"),
                       baseline_ms=rec.get("baseline_ms"), dtype=rec.get("dtype"),
@@ -105,18 +69,34 @@ class Timing:
                       baseline_samples=list(rec.get("baseline_samples") or []),
                       baselines=_recorded_baselines(rec),
                       baselines_samples={k: list(v) for k, v in
-                                         (rec.get("baselines_samples") or {}).items()})
+                                         (rec.get("baselines_samples") or {}).items()},
+                      output_check=rec.get("output_check"), clocks=rec.get("clocks"),
+                      interleaved=bool(rec.get("interleaved")))
 
     def speedup(self, baseline: str | None = None) -> float | None:
         """How many times faster than a baseline (the first one by default) the kernel ran."""
         ms = self.baseline_ms if baseline is None else self.baselines.get(baseline)
         return ms / self.ms if ms and self.ms else None
 
+    def within_noise(self, baseline: str | None = None) -> bool | None:
+        """Whether the gap to a baseline (the first by default) is smaller than that baseline's own
+        spread in the same run (its interquartile range over its median): then the ratio says
+        parity, not faster or slower. None without samples of both."""
+        b = self.baselines_samples.get(baseline) if baseline else self.baseline_samples
+        ms = self.baselines.get(baseline) if baseline else self.baseline_ms
+        if not b or len(b) < 4 or not ms or not self.ms:
+            return None
+        q = statistics.quantiles(b, n=4)
+        return abs(self.ms - ms) / ms <= (q[2] - q[0]) / ms
+
     def best(self) -> "Timing | None":
-        """This measurement if made here, else the recorded one from the verification matrix."""
+        """This measurement if made here, else the recorded one from the verification matrix
+        (None when there is none, or when the newest replay failed its output check)."""
         if self.status == "measured":
             return self
-        return Timing.from_record(self.recorded) if self.recorded else None
+        if not self.recorded or self.recorded.get("status") == "failed" or self.provenance == "other":
+            return None
+        return Timing.from_record(self.recorded)
 
     @property
     def bandwidth(self) -> float | None:
@@ -155,12 +135,21 @@ class Timing:
         return "HBM"
 
     def __repr__(self) -> str:
+        from . import clocks, outcheck
+
+        if self.status == "failed":
+            return f"FAILED {self.name}" + (f" on {self.gpu}" if self.gpu else "") + f": {self.reason}"
         if self.status != "measured":
             line = f"NOT MEASURED {self.name} here: {self.reason}"
             if self.recorded:
                 run = self.recorded["run"]
-                line += (f"\n  verification matrix ({run['date']}, replayed on {run['gpu']}): "
-                         f"{Timing.from_record(self.recorded)!r}")
+                what = {"other": "the same kernel script timed for another case (other timing setup, "
+                                 "output check or toolchain), not this one",
+                        "unrecorded": "recorded before results named their case and toolchain"}.get(self.provenance or "")
+                line += (f"\n  verification matrix ({run['date']}, replayed on {run['gpu']}"
+                         + (f"; {what}" if what else "") + f"): {Timing.from_record(self.recorded)!r}")
+                if self.recorded.get("status") == "failed":
+                    line += "\n  the newest replay of this kernel failed: no timing of it is reported"
             else:
                 line += "\n  no GPU measurement recorded in the verification matrix yet"
             return line
@@ -181,7 +170,15 @@ class Timing:
                                                 for b, ms in self.baselines.items()))
         elif self.baseline_ms:
             parts.append(f"PyTorch {self.baseline_ms * 1e3:.1f} µs")
-        return " · ".join(parts)
+        if self.baseline_ms and self.within_noise():
+            parts.append("parity: the gap is within the baseline's own spread")
+        lines = [" · ".join(parts)]
+        if self.output_check:
+            lines.append("  " + outcheck.describe(self.output_check))
+        if self.clocks:
+            lines.append("  " + ("interleaved with its baselines; " if self.interleaved and self.baselines else "")
+                         + clocks.describe(self.clocks))
+        return "\n".join(lines)
 
 
 def flusher(flush: str = "read", nbytes: int = FLUSH_BYTES, device: str | None = None) -> Callable[[], None]:
@@ -206,24 +203,41 @@ def flusher(flush: str = "read", nbytes: int = FLUSH_BYTES, device: str | None =
     return lambda: torch.sum(buf, dim=0, out=acc)
 
 
-def time_samples(fn: Callable[[], Any], warmup: int = 10, repeat: int = 50, flush: str = "read",
-                 flush_bytes: int = FLUSH_BYTES) -> list[float]:
-    """Milliseconds of each of `repeat` calls of fn() with CUDA events, L2 flushed before each."""
+def time_interleaved(fns: dict[str, Callable[[], Any]], warmup: int = 10, repeat: int = 50,
+                     flush: str = "read", flush_bytes: int = FLUSH_BYTES,
+                     sample: Callable[[], None] | None = None) -> dict[str, list[float]]:
+    """Milliseconds of `repeat` calls of each fn, interleaved: repeat r runs them in order when r
+    is even and in reverse order when r is odd (ABBA...), so that a drift of clock or temperature
+    during the run falls on every one alike. CUDA events bracket each call; L2 is flushed before
+    each. `sample()`, when given, runs after the first function's call at the start, middle and
+    end of the run (the clock samples of gpubook.run.clocks)."""
     import torch
 
     flush_l2 = flusher(flush, flush_bytes, runtime.DEVICE)
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(repeat):
-        flush_l2()
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
+    names = list(fns)
+    for name in names:
+        for _ in range(warmup):
+            fns[name]()
+    times: dict[str, list[float]] = {name: [] for name in names}
+    marks = {0, repeat // 2, repeat - 1}
+    for r in range(repeat):
+        for name in names if r % 2 == 0 else names[::-1]:
+            flush_l2()
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            fns[name]()
+            end.record()
+            end.synchronize()
+            times[name].append(start.elapsed_time(end))
+            if sample is not None and r in marks and name == names[0]:
+                sample()
     return times
+
+
+def time_samples(fn: Callable[[], Any], warmup: int = 10, repeat: int = 50, flush: str = "read",
+                 flush_bytes: int = FLUSH_BYTES) -> list[float]:
+    """Milliseconds of each of `repeat` calls of fn() with CUDA events, L2 flushed before each."""
+    return time_interleaved({"fn": fn}, warmup, repeat, flush, flush_bytes)["fn"]
 
 
 def time_fn(fn: Callable[[], Any], warmup: int = 10, repeat: int = 50, flush: str = "read",
@@ -265,15 +279,24 @@ def flop_dtype(params: Sequence[Any]) -> str | None:
 def bench(kernel: Any, bytes: float | None = None, flops: float | None = None,
           baseline: str | Sequence[str] | None = None, name: str | None = None,
           dtype: str | None = None, flush: str = "read", warmup: int = 10,
-          repeat: int = 50) -> Timing:
+          repeat: int = 50, tolerance: Any = None, reference: Any = None,
+          unchecked: str | None = None) -> Timing:
     """Time a kernel on random inputs of its own shapes; report bandwidth or FLOP rate vs peak.
 
     `baseline` names one PyTorch baseline or several (a tuple): each is timed in the same run
-    as the kernel (`Timing.baselines`); the first is `Timing.baseline_ms`. `dtype` names what
-    `flops` are counted in (bf16/fp16 and fp8: tensor-core peaks; fp32: the FP32 pipes); by
-    default the kernel's narrowest floating-point parameter. `flush` is 'read' (default),
-    'write' or 'none' (see `flusher`).
+    as the kernel, interleaved with it (`Timing.baselines`); the first is `Timing.baseline_ms`.
+    `dtype` names what `flops` are counted in (bf16/fp16 and fp8: tensor-core peaks; fp32: the
+    FP32 pipes); by default the kernel's narrowest floating-point parameter. `flush` is 'read'
+    (default), 'write' or 'none' (see `flusher`).
+
+    Before timing, the kernel's output (its last parameter) at the timed shape is compared with
+    the output of `reference` (a name of gpubook.run.outcheck.REFERENCES, or {"op": name, **kw})
+    or, without one, of the first baseline, within `tolerance` ('exact', (atol, rtol) or a named
+    bound: see gpubook.run.outcheck). A mismatch raises OutputMismatch and nothing is timed. A
+    kernel whose output means nothing to compare says why in `unchecked`.
     """
+    from . import outcheck
+
     name = name or kernel.name
     names = baseline_names(baseline)
     baseline = names[0] if len(names) == 1 else tuple(names) if names else None
@@ -283,37 +306,94 @@ def bench(kernel: Any, bytes: float | None = None, flops: float | None = None,
         dtype = flop_dtype(kernel.params)
     if dtype is not None:
         peak_kind(dtype)  # an unknown dtype fails here, not after the run
+    ref = outcheck.reference_spec(reference)
+    if unchecked is None:
+        if tolerance is None:
+            raise ValueError(f"{name}: a timed kernel's output is checked at the timed shape: give a "
+                             "tolerance ('exact', (atol, rtol) or a named bound), or say why not with unchecked=")
+        if ref is None and not names:
+            raise ValueError(f"{name}: nothing to compare the output with: name a baseline or a reference")
+        tol = outcheck.tolerance_spec(tolerance)
+    elif tolerance is not None:
+        raise ValueError(f"{name}: a tolerance and unchecked= exclude each other")
     meta = {"bytes": bytes, "flops": flops, "baseline": names[0] if names else None,
-            "dtype": dtype, "flush": flush, "warmup": warmup, "repeat": repeat}
+            "dtype": dtype, "flush": flush, "warmup": warmup, "repeat": repeat,
+            "interleaved": True}
+    if unchecked is None:
+        meta.update(tolerance=tol, reference=ref)
+    else:
+        meta["unchecked"] = unchecked
     if len(names) > 1:
         meta["baselines"] = names
     record.record_perf(kernel, name, meta)
     why = runtime.why_not_here(kernel.runs_on)
     if why is not None:
-        from ..facts.results import latest
+        from ..facts.results import newest, provenance
 
-        rec = latest(name, "perf", chapter=record.current_chapter(), fingerprint=kernel.fingerprint)
+        # The newest replay of exactly this case (script, timing setup, check and toolchain), else
+        # of the script, measured or failed: a newer failure is not hidden behind an older timing.
+        digest, tc = record.perf_digest(kernel, meta), record.toolchain_identity()
+        where = dict(chapter=record.current_chapter(), fingerprint=kernel.fingerprint,
+                     statuses=("measured", "failed"))
+        rec = newest(name, "perf", case_digest=digest, toolchain=tc, **where) or newest(name, "perf", **where)
         return Timing(name, "not measured", bytes=bytes, flops=flops, reason=why, recorded=rec,
-                      dtype=dtype, flush=flush)
+                      dtype=dtype, flush=flush, provenance=provenance(rec, digest, tc))
     arch = runtime.local_arch()
     launcher = runtime.load(kernel.export(arch), name, kernel.params, arch)
-    return measure(launcher, name, bytes=bytes, flops=flops, baseline=baseline, dtype=dtype,
-                   flush=flush, warmup=warmup, repeat=repeat)
+    t = measure(launcher, name, bytes=bytes, flops=flops, baseline=baseline, dtype=dtype,
+                flush=flush, warmup=warmup, repeat=repeat, tolerance=meta.get("tolerance"),
+                reference=ref, unchecked=unchecked)
+    if t.status == "failed":
+        raise outcheck.OutputMismatch(f"{name}: {t.reason}")
+    return t
 
 
 def measure(launcher: Any, name: str, bytes: float | None = None, flops: float | None = None,
             baseline: str | Sequence[str] | None = None, dtype: str | None = None,
-            flush: str = "read", warmup: int = 10, repeat: int = 50) -> Timing:
-    """Time a loaded kernel (and its PyTorch baselines, one after the other) on random inputs:
-    the one timing path of notebooks and replays."""
+            flush: str = "read", warmup: int = 10, repeat: int = 50, tolerance: Any = None,
+            reference: Any = None, unchecked: str | None = None) -> Timing:
+    """Check, then time a loaded kernel and its PyTorch baselines, interleaved, on random inputs:
+    the one timing path of notebooks and replays. The output check runs first (see `bench`);
+    a failed one returns a Timing of status 'failed' and times nothing. The SM clock and its
+    slowdown reasons are sampled during the run (gpubook.run.clocks)."""
+    import torch
+
+    from . import clocks, outcheck
+
     names = baseline_names(baseline)
     args = random_args(launcher.params, device=runtime.DEVICE)
-    samples = time_samples(lambda: launcher(*args), warmup, repeat, flush)
-    base = {b: time_samples(lambda b=b: BASELINES[b](*args), warmup, repeat, flush) for b in names}
+    check: dict[str, Any] = {"unchecked": unchecked} if unchecked else {}
+    if not unchecked and tolerance is not None:
+        out = args[-1]
+        # poisoned: an element the kernel never writes is a mismatch
+        out.fill_(float("nan") if out.dtype.is_floating_point else torch.iinfo(out.dtype).min)
+        launcher(*args)
+        runtime.synchronize()
+        got = out.clone()
+        spec = outcheck.reference_spec(reference)
+        if spec is not None:
+            params = {k: v for k, v in spec.items() if k != "op"}
+            expected, against = outcheck.REFERENCES[spec["op"]](*args[:-1], **params), spec["op"]
+        else:
+            fresh = torch.empty_like(out)
+            res = BASELINES[names[0]](*args[:-1], fresh)
+            expected, against = (res if isinstance(res, torch.Tensor) else fresh), names[0]
+        check = outcheck.compare_output(got, expected, outcheck.tolerance_spec(tolerance), args[:-1], against)
+        del got, expected
+        if not check["passed"]:
+            return Timing(name, "failed", gpu=runtime.local_gpu_name(), bytes=bytes, flops=flops,
+                          dtype=dtype, flush=flush, reason=outcheck.describe(check), output_check=check)
+    sampler = clocks.Sampler(torch.cuda.current_device() if torch.cuda.is_available() else 0)
+    fns = {"kernel": lambda: launcher(*args)}
+    fns.update({f"baseline:{b}": (lambda b=b: BASELINES[b](*args)) for b in names})
+    times = time_interleaved(fns, warmup, repeat, flush, sample=sampler.take)
+    samples = times["kernel"]
+    base = {b: times[f"baseline:{b}"] for b in names}
     first = base[names[0]] if names else []
     return Timing(name, "measured", gpu=runtime.local_gpu_name(), ms=statistics.median(samples),
                   bytes=bytes, flops=flops,
                   baseline_ms=statistics.median(first) if first else None, dtype=dtype,
                   flush=flush, samples=samples, baseline_samples=first,
                   baselines={b: statistics.median(v) for b, v in base.items()},
-                  baselines_samples=base)
+                  baselines_samples=base, output_check=check or None, clocks=sampler.summary(),
+                  interleaved=True)

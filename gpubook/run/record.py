@@ -54,6 +54,63 @@ def _case_dir(kind: str, name: str) -> Path:
     return d
 
 
+def tensors_digest(tensors: Sequence[Any]) -> str:
+    """sha256 of tensors' dtypes, shapes and bytes (None entries count as absent)."""
+    import hashlib
+
+    import torch
+
+    h = hashlib.sha256()
+    for t in tensors:
+        if t is None:
+            h.update(b"none;")
+            continue
+        t = t.detach().to("cpu").contiguous()
+        h.update(f"{t.dtype}{tuple(t.shape)};".encode())
+        h.update(t.reshape(-1).view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+
+def case_digest(kernel: Any, kind: str, what: dict[str, Any]) -> str:
+    """A short hash of what a case is beyond the kernel's script: its kind, parameters, inputs
+    and expected outputs (seeds included, through their values), tolerances, stress runs, and
+    for a timed case its baselines, reference and tolerance. A record credits a check only when
+    its case_digest (and, for a GPU run, its toolchain) is this one's."""
+    import hashlib
+
+    body = {"fingerprint": kernel.fingerprint, "kind": kind,
+            "params": [p.to_json() for p in kernel.params], **what}
+    return hashlib.sha256(json.dumps(body, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def check_digest(kernel: Any, args: Sequence[Any], expected: Sequence[Any], outputs: Sequence[int],
+                 tols: Sequence[tuple[float, float]], stress: int = 0,
+                 variants: Sequence[tuple[Sequence[Any], Sequence[Any]]] = ()) -> str:
+    """The case_digest of a correctness check."""
+    # The inputs' bits, not the expected outputs': a reference computed on another CPU (another
+    # BLAS) may round differently, and tolerances derived from the inputs are kept to 6 digits.
+    inputs = [None if i in outputs else a for i, a in enumerate(args)]
+    varied = [None if i in outputs else x for a, _ in variants for i, x in enumerate(a)]
+    return case_digest(kernel, "check", {
+        "outputs": list(outputs), "tolerances": [[float(f"{x:.6g}") for x in t] for t in tols],
+        "stress": int(stress), "inputs": tensors_digest(inputs), "variants": tensors_digest(varied)})
+
+
+PERF_KEYS = ("bytes", "flops", "baseline", "baselines", "dtype", "flush", "warmup", "repeat",
+             "tolerance", "reference", "unchecked")
+
+
+def perf_digest(kernel: Any, meta: dict[str, Any]) -> str:
+    """The case_digest of a timed case (its inputs are random_args of seed 0 on the GPU)."""
+    return case_digest(kernel, "perf", {k: meta.get(k) for k in PERF_KEYS})
+
+
+def toolchain_identity() -> dict[str, str]:
+    from ..compile import toolchain
+
+    return toolchain.identity()
+
+
 def _write_common(d: Path, kernel: Any, meta: dict[str, Any]) -> None:
     for arch in kernel.runs_on:
         kernel.export(arch, str(d / f"module-{arch}.so"))
@@ -66,7 +123,7 @@ def _write_common(d: Path, kernel: Any, meta: dict[str, Any]) -> None:
     meta.update(
         format=FORMAT_VERSION, chapter=_current["chapter"], runs_on=list(kernel.runs_on),
         params=[p.to_json() for p in kernel.params], facts=kernel.facts(),
-        fingerprint=kernel.fingerprint,
+        fingerprint=kernel.fingerprint, toolchain=toolchain_identity(),
     )
     (d / "case.json").write_text(json.dumps(meta, indent=1))
 
@@ -101,6 +158,7 @@ def record_check(
     meta: dict[str, Any] = {
         "kind": "check", "name": name, "outputs": list(outputs),
         "tolerances": [list(t) for t in tols], "stress": int(stress), "variants": len(variants),
+        "case_digest": check_digest(kernel, args, expected, outputs, tols, stress, variants),
     }
     if expect not in ("pass", "fail", "trap", "race", "unsafe"):
         raise ValueError(f"expect must be 'pass', 'fail', 'trap', 'race' or 'unsafe', not {expect!r}")
@@ -115,7 +173,7 @@ def record_perf(kernel: Any, name: str, meta: dict[str, Any]) -> Path | None:
     if not exporting("perf", name):
         return None
     d = _case_dir("perf", name)
-    _write_common(d, kernel, {"kind": "perf", "name": name, **meta})
+    _write_common(d, kernel, {"kind": "perf", "name": name, **meta, "case_digest": perf_digest(kernel, meta)})
     return d
 
 

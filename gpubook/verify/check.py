@@ -13,6 +13,7 @@ from .compare import (  # noqa: F401 - check's names, as a check's reader looks 
     TOLERANCES, CheckError, Outcome, _guarded, _poison, compare, run_and_compare, seeded,
                       shuffled, stress_run, tolerance)
 from .describe import MATRIX_PAGE, describe_record, describe_simulation, describe_stress
+from ..facts.results import PROVENANCE_NOTE
 from ..compile.signature import validate
 
 STRICT_ENV = "GPUBOOK_STRICT"
@@ -46,6 +47,7 @@ class CheckResult:
     stress: dict[str, Any] | None = None  # {"launches", "failures", "variants", "first_failure"}
     stress_planned: int = 0  # launches asked for (exported for a GPU run when none is here)
     recorded: dict[str, Any] | None = None  # the newest replay of this exact kernel (results/)
+    provenance: str | None = None  # results.provenance: "this case", "unrecorded" or "other"
     simulated: dict[str, Any] | None = None  # the newest CPU simulation of it (results/*-numsim)
     not_simulated: str | None = None  # why a Blackwell-only kernel has no simulation, when declared
 
@@ -62,8 +64,12 @@ class CheckResult:
                 out.append(describe_stress(self.stress))
             return out
         out = [f"NOT RUN {self.kernel}: {self.reason}"]
-        if self.recorded is not None:
-            out.append(f"same kernel replayed: {describe_record(self.recorded)}")
+        if self.recorded is not None and self.provenance == "other":
+            out.append("the same kernel script was replayed for another case (other inputs, tolerance, "
+                       f"stress runs or toolchain), so not this check: {describe_record(self.recorded)}")
+        elif self.recorded is not None:
+            note = PROVENANCE_NOTE.get(self.provenance or "", "")
+            out.append(f"same kernel replayed: {describe_record(self.recorded)}{note}")
         else:
             out.append("no replay of this exact kernel is recorded yet")
         if self.simulated is not None:
@@ -241,10 +247,9 @@ def check(
         from ..run import record
         from ..facts import results
 
-        rec = results.newest(name, "check", chapter=record.current_chapter(),
-                             fingerprint=kernel.fingerprint, statuses=results.RAN_EXPECTED)
+        rec, how = _replay(case, results.RAN_EXPECTED)
         sim = _simulation(kernel, name, not_simulated)
-        return CheckResult(name, "not run", facts=kernel.summary(), recorded=rec, simulated=sim,
+        return CheckResult(name, "not run", facts=kernel.summary(), recorded=rec, provenance=how, simulated=sim,
                            not_simulated=not_simulated,
                            reason=f"compiled for {need} — not run here{where}: {what}")
     if why is not None:
@@ -252,12 +257,11 @@ def check(
         from ..run import record
         from ..facts import results
 
-        rec = results.newest(name, "check", chapter=record.current_chapter(),
-                             fingerprint=kernel.fingerprint)
+        rec, how = _replay(case, results.RAN)
         sim = _simulation(kernel, name, not_simulated)
         result = CheckResult(
             name, "not run", reason=f"compiled for {need} — not run: {why}", facts=kernel.summary(),
-            stress_planned=stress, recorded=rec, simulated=sim, not_simulated=not_simulated,
+            stress_planned=stress, recorded=rec, provenance=how, simulated=sim, not_simulated=not_simulated,
         )
         if strict():
             raise NotRunError(f"{STRICT_ENV} is set and {name} did not run: {result.reason}")
@@ -269,6 +273,21 @@ def check(
     return CheckResult(name, "passed", arch=arch, gpu=runtime.local_gpu_name(),
                        max_abs_error=outcome.max_abs_error, max_rel_error=outcome.max_rel_error,
                        stress=outcome.stress)
+
+
+def _replay(case: Case, statuses: tuple[str, ...]) -> tuple[dict[str, Any] | None, str | None]:
+    """The newest replay of this very case (same script, inputs, tolerance, stress and toolchain),
+    else the newest of the same script, with how it relates to this case (results.provenance)."""
+    from ..facts import results
+    from ..run import record
+
+    digest = record.check_digest(case.kernel, case.args, case.expected, case.outputs, case.tols,
+                                 case.stress, case.variants)
+    tc = record.toolchain_identity()
+    where = dict(chapter=record.current_chapter(), fingerprint=case.kernel.fingerprint, statuses=statuses)
+    rec = results.newest(case.name, "check", case_digest=digest, toolchain=tc, **where) \
+        or results.newest(case.name, "check", **where)
+    return rec, results.provenance(rec, digest, tc)
 
 
 def require_simulated() -> bool:

@@ -101,12 +101,21 @@ def run_case(case_dir: Path, timing: bool = True, stress: bool = True) -> dict[s
     t = measure(launcher, meta["name"], bytes=meta.get("bytes"), flops=meta.get("flops"),
                 baseline=meta.get("baselines") or meta.get("baseline"), dtype=meta.get("dtype"),
                 flush=meta.get("flush", "read"), warmup=meta.get("warmup", 10),
-                repeat=meta.get("repeat", 50))
+                repeat=meta.get("repeat", 50), tolerance=meta.get("tolerance"),
+                reference=meta.get("reference"), unchecked=meta.get("unchecked"))
     gpu_for(t.gpu)  # fails loudly for a GPU the hardware table does not know
+    if t.output_check is not None:
+        rec["output_check"] = t.output_check
+    elif meta.get("tolerance") is None:  # a case exported before timed outputs were checked
+        rec["output_check"] = {"unchecked": "the case names no tolerance"}
+    if t.status == "failed":
+        rec.update(status="failed", message=t.reason)
+        return rec
     rec.update(status="measured", ms=t.ms, baseline_ms=t.baseline_ms, bandwidth=t.bandwidth,
                flop_rate=t.flop_rate, percent_of_peak=t.percent_of_peak(),
                percent_of_bandwidth=t.percent_of_bandwidth(), percent_of_flops=t.percent_of_flops(),
-               samples=t.samples, baseline_samples=t.baseline_samples)
+               samples=t.samples, baseline_samples=t.baseline_samples, clocks=t.clocks,
+               interleaved=t.interleaved, within_noise=t.within_noise())
     if meta.get("baselines"):
         rec.update(baselines=t.baselines, baselines_samples=t.baselines_samples)
     return rec

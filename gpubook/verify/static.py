@@ -53,7 +53,7 @@ def refill_fenced(ptx: str) -> bool:
     """True when the PTX has a tcgen05.mma and, in program order, every st.shared after the first
     one follows a fence.proxy.async that follows the last mbarrier wait before it: ordinary
     stores into tiles the tensor core read are ordered after its reads (a write after a read,
-    across proxies). Branches are ignored, as in `gpubook.lint`."""
+    across proxies). Branches are ignored (`gpubook.lint` follows them)."""
     from ..compile.report import ptx_instructions
 
     seen_mma, fenced = False, True

@@ -7,7 +7,8 @@ import re
 from typing import Any
 
 # What a results record copies from its case.
-CASE_KEYS = ("case", "chapter", "name", "kind", "runs_on", "fingerprint")
+# case_digest and toolchain: what else the record is a record of (gpubook.run.record.case_digest)
+CASE_KEYS = ("case", "chapter", "name", "kind", "runs_on", "fingerprint", "case_digest", "toolchain")
 
 
 def _sanitizer_counts(out: str) -> tuple[int, int] | None:

@@ -1,0 +1,160 @@
+"""The output check of a timed case: the kernel's output at the timed shape, compared with its
+baseline's (or a reference's) on the same inputs, before anything is timed.
+
+A kernel is built for each shape it runs at, so the build that is timed is not the build that
+the chapter's checks compared: other constants, other tile counts, rings that wrap more often.
+A timing is only reported for a kernel whose timed build computed the right answer.
+
+Tolerances are named so that a GPU host can rebuild them from the case alone:
+- "exact": every element equal (copies, transposes, elementwise adds in the same precision);
+- (atol, rtol): |out - ref| <= atol + rtol |ref| elementwise;
+- {"bound": "gemm"} (with "repeats": r, D = r A Bᵀ summed r times): D = A Bᵀ in fp32 accumulation, both sides rounded to D's dtype. Each fp32
+  sum is within e = K 2^-23 (|A| |B|ᵀ)_ij of the exact one (2^-23, not the unit roundoff 2^-24:
+  a tensor core's adder may truncate), and each rounding adds u |x| (u: the output's unit
+  roundoff). Two such results differ by at most 2(1+u) e + 2u |x|, and |x| <= (|ref| + (1+u) e)
+  / (1-u); 2.05 e + 2.02 u |ref| covers both for u <= 2^-8;
+- {"bound": "sum"}: the same for a row sum (B = a row of ones);
+- {"bound": "attention", "factor": f}: |out - ref| <= f u max|V| against the fp32 reference.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+UNIT_ROUNDOFF = {"float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}
+
+
+def _t():
+    import torch
+
+    return torch
+
+
+def _sdpa_fp32(q: Any, k: Any, v: Any, causal: bool) -> Any:
+    """Attention in fp32 on the GPU, from the 16-bit inputs (grouped-query heads repeated)."""
+    torch = _t()
+    if k.shape[1] != q.shape[1]:
+        rep = q.shape[1] // k.shape[1]
+        k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
+    out = torch.empty(q.shape, dtype=torch.float32, device=q.device)
+    for b in range(q.shape[0]):  # one batch at a time: S x S scores in fp32 per head
+        s = q[b].float() @ k[b].float().transpose(-1, -2) * q.shape[-1] ** -0.5
+        if causal:
+            n, m = s.shape[-2:]
+            s.masked_fill_(torch.ones(n, m, dtype=torch.bool, device=s.device).triu(m - n + 1), float("-inf"))
+        out[b] = torch.softmax(s, dim=-1) @ v[b].float()
+    return out
+
+
+# What an output is compared with when no timed baseline computes it (or a more exact one):
+# each takes the kernel's inputs and keyword parameters from the case and returns the output.
+REFERENCES: dict[str, Callable[..., Any]] = {
+    "copy": lambda x, **_: x.clone(),
+    "scale": lambda x, factor, **_: x * factor,   # a copy that multiplies by a constant
+    "transpose": lambda x, **_: x.t().contiguous(),
+    "row_sum": lambda x, **_: x.sum(dim=-1),
+    "matmul_nt": lambda a, b, scale=1, **_: (scale * (a.float() @ b.float().t())),
+    "sdpa_fp32": lambda q, k, v, **_: _sdpa_fp32(q, k, v, causal=False),
+    "sdpa_fp32_causal": lambda q, k, v, **_: _sdpa_fp32(q, k, v, causal=True),
+}
+
+
+def tolerance_spec(tolerance: Any) -> dict[str, Any]:
+    """A tolerance as the JSON a case stores: {"exact": True}, {"atol", "rtol"} or {"bound", ...}."""
+    if tolerance == "exact":
+        return {"exact": True}
+    if isinstance(tolerance, (tuple, list)) and len(tolerance) == 2:
+        atol, rtol = (float(x) for x in tolerance)
+        if atol < 0 or rtol < 0:
+            raise ValueError(f"tolerance must be non-negative, got {tolerance}")
+        return {"atol": atol, "rtol": rtol}
+    if isinstance(tolerance, dict) and tolerance.get("bound") in ("gemm", "sum", "attention"):
+        spec = dict(tolerance)
+        if spec["bound"] == "attention" and not float(spec.get("factor", 0)) > 0:
+            raise ValueError("an attention bound needs a positive 'factor' (|err| <= factor u max|V|)")
+        return spec
+    if isinstance(tolerance, dict) and ("exact" in tolerance or "atol" in tolerance):
+        return dict(tolerance)
+    raise ValueError(f"tolerance must be 'exact', (atol, rtol) or {{'bound': 'gemm'|'sum'|'attention'}}, "
+                     f"not {tolerance!r}")
+
+
+def reference_spec(reference: Any) -> dict[str, Any] | None:
+    """A reference as stored: {"op": name, **parameters}, or None (the first timed baseline)."""
+    if reference is None:
+        return None
+    spec = {"op": reference} if isinstance(reference, str) else dict(reference)
+    if spec.get("op") not in REFERENCES:
+        raise ValueError(f"unknown reference {spec.get('op')!r}; known: {', '.join(REFERENCES)}")
+    return spec
+
+
+def _limits(spec: dict[str, Any], inputs: Sequence[Any], ref: Any, out_dtype: str) -> tuple[Any, float]:
+    """(elementwise atol, rtol) of a tolerance spec on these inputs."""
+    torch = _t()
+    if spec.get("exact"):
+        return 0.0, 0.0
+    if "atol" in spec:
+        return float(spec["atol"]), float(spec["rtol"])
+    u = UNIT_ROUNDOFF[out_dtype]
+    if spec["bound"] == "attention":
+        return float(spec["factor"]) * u * float(inputs[2].float().abs().max()), 0.0
+    if spec["bound"] == "gemm":  # "repeats": D accumulates A Bᵀ that many times (r K products)
+        a, b, r = inputs[0], inputs[1], int(spec.get("repeats", 1))
+        k = r * a.shape[-1]
+        summed = r * (a.float().abs() @ b.float().abs().t())
+    else:  # sum
+        k = inputs[0].shape[-1]
+        summed = inputs[0].float().abs().sum(dim=-1)
+    return 2.05 * k * 2.0**-23 * summed.reshape(ref.shape), 2.02 * u
+
+
+def compare_output(out: Any, ref: Any, spec: dict[str, Any], inputs: Sequence[Any], against: str) -> dict[str, Any]:
+    """The record of one output check: elements, mismatches, the largest error and the largest
+    error as a fraction of its allowance, the first mismatch, and whether it passed."""
+    torch = _t()
+    out_dtype = str(out.dtype).removeprefix("torch.")
+    ref = ref.to(torch.float32) if ref.dtype != torch.float64 else ref
+    o = out.to(ref.dtype)
+    atol, rtol = _limits(spec, inputs, ref, out_dtype)
+    err = (o - ref).abs()
+    allowed = atol + rtol * ref.abs()
+    bad = ~(err <= allowed)  # NaN and inf outside the allowance count as mismatches
+    if spec.get("exact"):
+        bad = ~((o == ref) | (torch.isnan(o) & torch.isnan(ref)))
+    n_bad = int(bad.sum())
+    finite = torch.isfinite(err)
+    rec: dict[str, Any] = {
+        "against": against, "tolerance": spec, "elements": out.numel(), "mismatches": n_bad,
+        "max_abs_error": float(err[finite].max()) if bool(finite.any()) else float("nan"),
+        "nonfinite": int((~torch.isfinite(o)).sum()),
+        "passed": n_bad == 0,
+    }
+    if not spec.get("exact"):
+        ratio = err / torch.as_tensor(allowed, device=err.device).clamp_min(torch.finfo(torch.float32).tiny)
+        rec["max_error_over_allowed"] = float(ratio[finite].max()) if bool(finite.any()) else float("nan")
+    if n_bad:
+        idx = [int(i) for i in torch.nonzero(bad)[0]]
+        rec["first_mismatch"] = {"index": idx, "got": float(o[tuple(idx)]), "expected": float(ref[tuple(idx)])}
+    return rec
+
+
+def describe(rec: dict[str, Any] | None) -> str:
+    """One line: 'output checked against matmul_nt at this shape: 0 of 16777216 elements outside
+    the allowance (max error 0.5, 31% of it)'."""
+    if not rec:
+        return "output not checked"
+    if rec.get("unchecked"):
+        return f"output not checked: {rec['unchecked']}"
+    line = (f"output checked against {rec['against']} at the timed shape: {rec['mismatches']} of "
+            f"{rec['elements']} elements outside the {'exact match' if rec['tolerance'].get('exact') else 'allowance'}")
+    if "max_error_over_allowed" in rec and rec["passed"]:
+        line += f" (max error {rec['max_abs_error']:.3g}, {100 * rec['max_error_over_allowed']:.0f}% of its allowance)"
+    if rec.get("first_mismatch"):
+        m = rec["first_mismatch"]
+        line += f"; first at {tuple(m['index'])}: {m['got']:.6g} instead of {m['expected']:.6g}"
+    return line
+
+
+class OutputMismatch(AssertionError):
+    """A timed kernel whose output at the timed shape disagrees with its baseline's."""
