@@ -1,7 +1,7 @@
 """Shared fixtures: the book built once per test session, and served on localhost.
 
 ``built_book`` runs ``sphinx-build -W -b html`` with every chapter executed afresh
-(GPUBOOK_EXECUTION=force) into a temporary folder and returns the HTML folder.
+(in cache mode from an empty cache, as the README's first build does) into a temporary folder and returns the HTML folder.
 ``served_book`` serves that folder over HTTP on 127.0.0.1 and returns the base URL
 (browser_support.py holds the server and the browser). ``demo_site`` serves a copy of
 ``_static/`` (with the build's ``demos/book-data.js``) laid out as in the book: the tests of a
@@ -68,12 +68,14 @@ def built_book(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _build_book(base: Path) -> dict:
-    """Build the book into base/html with every chapter executed afresh (GPUBOOK_EXECUTION=force);
-    returns what the tests read of it (or the failure)."""
+    """Build the book into base/html with every chapter executed afresh: the README's first
+    build (execution cache on, the cache empty, one reading process per core); returns what
+    the tests read of it (or the failure)."""
     html = base / "html"
     kernels = base / "kernels"
     shutil.rmtree(kernels, ignore_errors=True)  # written afresh by this build, never read by it
-    env = dict(os.environ, GPUBOOK_EXECUTION="force", GPUBOOK_CACHE=str(base / "cache"),
+    shutil.rmtree(base / "cache", ignore_errors=True)  # an empty execution cache: every chapter runs
+    env = dict(os.environ, GPUBOOK_EXECUTION="cache", GPUBOOK_CACHE=str(base / "cache"),
                GPUBOOK_KERNEL_CACHE=str(kernels), GPUBOOK_KERNEL_CACHE_MODE="write")
     # Every Blackwell-only check must have a good simulation of its current script (a stale
     # fingerprint fails the build), and the build exports the day's rotating sample of them,

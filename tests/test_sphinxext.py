@@ -65,3 +65,29 @@ def test_parallel_reading_takes_one_page_per_task_largest_first(tmp_path):
     # Sphinx's own split would put the two largest pages into the same process
     many = [f"chapters/{i:02d}" for i in range(18)]
     assert len(sphinx_chunks(many, 2)[0]) == 9
+
+
+def test_the_execution_cache_is_made_before_the_readers_fork(tmp_path):
+    """A first build with -j: every reading process opens the execution cache; made once in the
+    main process, none of them creates its tables (two at once fail: "table settings already exists")."""
+    import sqlite3
+    import subprocess
+    import sys
+    from types import SimpleNamespace
+
+    from gpubook.book.sphinxext import open_execution_cache
+
+    cache = tmp_path / "cache"
+    off = SimpleNamespace(config=SimpleNamespace(nb_execution_mode="force", nb_execution_cache_path=str(cache)))
+    open_execution_cache(off)
+    assert not cache.exists()  # a forced build keeps no cache
+    app = SimpleNamespace(config=SimpleNamespace(nb_execution_mode="cache", nb_execution_cache_path=str(cache)))
+    open_execution_cache(app)
+    tables = {r[0] for r in sqlite3.connect(cache / "global.db").execute("select name from sqlite_master")}
+    assert {"settings", "nbcache", "nbproject"} <= tables
+    # what each reading process then does, two at once: both find the tables made
+    code = f"from jupyter_cache import get_cache; get_cache({str(cache)!r}).db; print('ok')"
+    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert all(p.returncode == 0 and o.strip() == "ok" for p, (o, _) in zip(procs, outs)), outs

@@ -241,6 +241,19 @@ def longest_first(srcdir: Path) -> Any:
     return make_chunks
 
 
+def open_execution_cache(app: Sphinx) -> None:
+    """Create the execution cache's database before the reading processes start.
+
+    myst-nb opens the cache lazily in each process that executes a page; on a first build with
+    `-j` two processes then create the same tables at once and one of them fails ("table settings
+    already exists"). Opened once here, in the main process, every reader finds it made."""
+    if app.config.nb_execution_mode != "cache":
+        return
+    from jupyter_cache import get_cache
+
+    get_cache(app.config.nb_execution_cache_path or ".jupyter_cache").db  # noqa: B018 - creates the tables
+
+
 def setup(app: Sphinx) -> dict[str, Any]:
     import sphinx.builders
 
@@ -248,6 +261,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.add_config_value("gpubook_notebooks", "notebooks", "html")
     # conf.py sets it to a digest of results/ and gpubook/: a change re-reads (re-executes) every page
     app.add_config_value("gpubook_inputs_digest", "", "env")
+    app.connect("builder-inited", open_execution_cache)
     app.connect("doctree-resolved", on_doctree_resolved)
     app.connect("build-finished", on_build_finished)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}
