@@ -25,12 +25,12 @@ nb_execution_cache_path = os.path.join(
 
 
 def _inputs_digest() -> str:
-    """A digest of what chapters read besides their own code: results/*.json and gpubook/**/*.py."""
+    """A digest of what chapters read besides their own code: results/**/*.json and gpubook/**/*.py."""
     import hashlib
     from pathlib import Path
 
     here = Path(__file__).resolve().parent
-    inputs = sorted((here / "results").glob("*.json")) + sorted((here / "gpubook").rglob("*.py"))
+    inputs = sorted((here / "results").rglob("*.json")) + sorted((here / "gpubook").rglob("*.py"))
     return hashlib.sha256(
         b"".join(p.relative_to(here).as_posix().encode() + p.read_bytes() for p in inputs)
     ).hexdigest()

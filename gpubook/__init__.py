@@ -5,9 +5,9 @@ Layers, each importing only those below it (tests/test_layers.py checks the impo
     book      sphinxext, lessons, the GEMM ladder as the chapters show it (gemm, ladder, gemm_hopper)
     models    roofline, schedule, layouts, plots, fa4, fa4_timeline, fa4_protocol, gemm_model
     verify    check, compare, coverage, describe, export, replay, verdicts, simulate, sim_worker, matrix,
-              gemm_check, static
+              manifest, gemm_check, static
     run       runtime, guard, bench, baselines, outcheck, clocks, trace, record, pack
-    compile   toolchain, build, report, signature, lowering, mbarrier, tmem, lint, ptxflow
+    compile   toolchain, build, hooks, report, signature, lowering, mbarrier, tmem, lint, ptxflow
     facts     hardware, numbers, results, paths
 
 models and verify do not import each other. Chapters use `import gpubook as gb` (gb.build,

@@ -1,5 +1,5 @@
 """Command line: `python -m gpubook export OUT`, `export-selftest OUT`, `replay OUT`, `simulate OUT`,
-`pack-runtime OUT`."""
+`pack-runtime OUT`, `manifest FOLDER`."""
 
 from __future__ import annotations
 
@@ -49,6 +49,11 @@ def main(argv: list[str] | None = None) -> int:
     pk.add_argument("--python", default="3.12", help="the GPU host's Python version (default 3.12)")
     pk.add_argument("--wheels", type=Path, default=None,
                     help="a folder holding the apache-tvm-ffi wheel (default: download it with pip)")
+    mf = sub.add_parser("manifest", help="merge the kernels that chapters executed with GPUBOOK_MANIFEST_DIR="
+                        "FOLDER built into results/manifest/kernels.json")
+    mf.add_argument("folder", type=Path)
+    mf.add_argument("--execute", nargs="*", type=Path, default=None, metavar="CHAPTER",
+                    help="first execute these chapter files (none named: all) recording into FOLDER")
     c = sub.add_parser("replay-case", help=argparse.SUPPRESS)
     c.add_argument("case")
     c.add_argument("--json", required=True)
@@ -83,6 +88,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"pack-runtime: {out} holds {bundle_size(out) / 1e6:.1f} MB for Python {args.python}; "
               f"on the GPU host: source {out}/env.sh")
         return 0
+    if args.cmd == "manifest":
+        from .verify.manifest import main as manifest_main
+
+        return manifest_main(args.folder, args.execute is not None, args.execute or ())
     from .verify.replay import main_case
 
     return main_case(args.case, args.json, not args.no_timing, not args.no_stress)

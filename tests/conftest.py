@@ -61,6 +61,8 @@ def built_book(tmp_path_factory: pytest.TempPathFactory) -> Path:
     if not state["ok"]:
         pytest.fail(state["message"])
     _BUILT["kernels"] = Path(state["kernels"])
+    if state.get("manifest"):
+        _BUILT["manifest"] = Path(state["manifest"])
     _BUILT["export"] = Path(state["export"])
     _SECONDS.update(state["seconds"])
     _SAMPLE[:] = state["sample"]
@@ -77,6 +79,13 @@ def _build_book(base: Path) -> dict:
     shutil.rmtree(base / "cache", ignore_errors=True)  # an empty execution cache: every chapter runs
     env = dict(os.environ, GPUBOOK_EXECUTION="cache", GPUBOOK_CACHE=str(base / "cache"),
                GPUBOOK_KERNEL_CACHE=str(kernels), GPUBOOK_KERNEL_CACHE_MODE="write")
+    # Every chapter records the kernels it builds (gpubook.verify.manifest), which
+    # tests/test_manifest.py compares with the committed results/manifest/kernels.json.
+    from gpubook.verify import manifest
+
+    built = base / "manifest"
+    shutil.rmtree(built, ignore_errors=True)
+    env[manifest.MANIFEST_ENV] = str(built)
     # Every Blackwell-only check must have a good simulation of its current script (a stale
     # fingerprint fails the build), and the build exports the day's rotating sample of them,
     # which tests/test_simulate.py simulates again.
@@ -100,6 +109,7 @@ def _build_book(base: Path) -> dict:
         return {"ok": False, "message": f"sphinx-build failed ({proc.returncode}); log in "
                 f"{base / 'build.log'}:\n" + log[-4000:]}
     return {"ok": True, "kernels": str(kernels), "export": str(export_dir), "sample": sample,
+            "manifest": str(built),
             "seconds": {Path(m[0]).stem: float(m[1]) for m in
                         re.findall(r"(\S+\.md): Executed notebook in ([0-9.]+) seconds", log)}}
 
@@ -149,6 +159,16 @@ def book_kernel_cache(request: pytest.FixtureRequest) -> Path | None:
     _await_book(request)
     found = _BUILT.get("kernels")
     return found if found is not None and found.is_dir() else None
+
+
+@pytest.fixture(scope="session")
+def book_manifest(request: pytest.FixtureRequest) -> tuple[Path, list[str]] | None:
+    """The kernels this session's book build recorded (a folder of `<chapter>.jsonl`, see
+    gpubook.verify.manifest) and the chapters it executed, or None when no book was built in
+    this session."""
+    _await_book(request)
+    found = _BUILT.get("manifest")
+    return (found, sorted(_SECONDS)) if found is not None and _SECONDS else None
 
 
 @pytest.fixture(scope="session")

@@ -1,5 +1,5 @@
-"""The verification appendix from results files: stress runs, Hopper-only kernels, one narrow
-table per chapter that links the chapter."""
+"""The verification appendix from results files: stress runs, Hopper-only kernels, one table
+per chapter that links the chapter (tests/test_manifest.py: the kernels the chapters build)."""
 
 from __future__ import annotations
 
@@ -52,7 +52,7 @@ def test_a_hopper_only_kernel_says_why_it_has_no_sm100_build(tmp_path):
     assert table.count(matrix.HOPPER_ONLY) == 2 and "wgmma has no sm_100a form" in table
 
 
-def test_chapter_tables_have_four_columns_and_link_existing_chapters(tmp_path):
+def test_chapter_tables_have_five_columns_and_link_existing_chapters(tmp_path):
     chapters = tmp_path / "chapters"
     chapters.mkdir()
     (chapters / "05-tma.md").write_text("# TMA\n")
@@ -61,9 +61,10 @@ def test_chapter_tables_have_four_columns_and_link_existing_chapters(tmp_path):
     text = matrix.chapter_tables(sorted(rows.values(), key=lambda r: r["chapter"]), chapters)
     assert "**{doc}`05-tma`**" in text and "**`99-gone`**" in text
     table_lines = [ln for ln in text.splitlines() if ln.startswith("|")]
-    assert all(ln.count("|") == 5 for ln in table_lines), table_lines
+    assert all(ln.count("|") == 6 for ln in table_lines), table_lines
     line = next(ln for ln in table_lines if "`tma_copy`" in ln)
-    assert "**passed on sm_90** · H200, 2026-12-01 · max error 0 · memcheck and racecheck clean" in line
+    assert ("**passed on sm_90** · Hopper GPU: passed on H200, 2026-12-01, max error 0, memcheck and "
+            "racecheck clean · Blackwell GPU: never run · CPU simulation: none") in line
     assert "250.0 µs (4.00 TB/s), 83% of peak" in line and "10 launches over 2 input variants: 0 failures" in line
 
 
@@ -85,3 +86,11 @@ def test_a_timed_benchmark_build_is_not_called_never_run(tmp_path):
     rows = rows_of(tmp_path, [perf("attention_bench"), check("blackwell_only", status="not runnable")])
     assert matrix.tier(rows["attention_bench"]) == "timed on sm_90, not compared (no check of this build)"
     assert [r["name"] for r in matrix.never_run(list(rows.values()))] == ["blackwell_only"]
+
+
+def test_a_simulator_finding_reads_as_words_that_a_table_can_wrap() -> None:
+    msg = ("unordered write/read between kernel:0/warp:3/seq:18/source:op:161/loops:[2]/lane:7 write "
+           "and kernel:0/warp:0/seq:22/source:op:186/loops:[]/lane:0 read")
+    out = matrix._readable(msg)
+    assert out == "unordered write/read between warp 3, lane 7, op 161 write and warp 0, lane 0, op 186 read"
+    assert max(len(w) for w in out.split()) < 20

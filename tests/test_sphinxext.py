@@ -91,3 +91,45 @@ def test_the_execution_cache_is_made_before_the_readers_fork(tmp_path):
              for _ in range(2)]
     outs = [p.communicate(timeout=120) for p in procs]
     assert all(p.returncode == 0 and o.strip() == "ok" for p, (o, _) in zip(procs, outs)), outs
+
+
+@pytest.mark.parametrize(("n", "count"), [
+    (1, "The one kernel of the page is"), (2, "Both kernels of the page are"), (3, "All 3 kernels of the page are"),
+])
+def test_the_badge_names_a_few_kernels_as_one_would_say_it(n: int, count: str) -> None:
+    reports = [f'<div class="gpubook-report" data-kernel="k{i}" data-runs-on="sm_100a sm_90a"><code>k{i}</code></div>'
+               for i in range(n)]
+    _, label, why = tiers(*reports).tier()
+    assert label == "compile-only" and why.startswith(f"{count} compiled for sm_100a and inspected")
+    _, _, why = tiers(*reports, NOT_RUN).tier()
+    assert why.startswith(count.rsplit(" ", 1)[0] + (" compiles" if n == 1 else " compile"))
+
+
+def test_a_printed_verdict_links_the_matrix_as_a_displayed_one_does() -> None:
+    """A verdict printed (the plain form, CheckResult.__repr__) and one displayed (its HTML form)
+    both end in a link to appendix A on the page."""
+    from types import SimpleNamespace
+
+    from gpubook.book.sphinxext import link_matrix, on_html_page_context
+    from gpubook.verify.check import CheckResult
+
+    result = CheckResult("vadd", "not run", reason="compiled for sm_100a — not run: no GPU", facts="vadd: …",
+                         recorded={"status": "passed", "max_abs_error": 0.0, "sanitizer": {"memcheck": "clean"},
+                                   "run": {"gpu": "NVIDIA H200", "date": "2026-12-01"}})
+    printed = "<pre>" + html_escape(repr(result)) + "</pre>"
+    linked = ' — <a href="A-verification-matrix.html">appendix A</a>'
+    assert linked in result._repr_html_()
+    assert link_matrix(printed, "A-verification-matrix.html").count(linked) == 1
+    assert "A-verification-matrix.html)" not in link_matrix(printed, "A-verification-matrix.html")
+    context = {"body": printed, "pathto": lambda doc: {"chapters/A-verification-matrix": "../x/A.html"}[doc]}
+    on_html_page_context(SimpleNamespace(), "chapters/10H-gemm-hopper", "page.html", context, None)
+    assert ' — <a href="../x/A.html">appendix A</a>' in context["body"]
+    untouched = {"body": "<p>appendix A</p>", "pathto": None}
+    on_html_page_context(SimpleNamespace(), "index", "page.html", untouched, None)
+    assert untouched["body"] == "<p>appendix A</p>"
+
+
+def html_escape(text: str) -> str:
+    import html
+
+    return html.escape(text)

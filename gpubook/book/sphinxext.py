@@ -26,6 +26,8 @@ from docutils import nodes
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
+from ..verify.describe import MATRIX_PAGE
+
 logger = logging.getLogger(__name__)
 
 NOTEBOOK_DIR = "_notebooks"
@@ -35,6 +37,9 @@ _REPORT = re.compile(r"([\w.\-]+): compiled for (sm_\w+)(?: \(\+([\w, ]+)\)| onl
 _ATTR = re.compile(r'data-kernel="([^"]+)"[^>]*data-runs-on="([^"]+)"|data-runs-on="([^"]+)"[^>]*data-kernel="([^"]+)"')
 _PASS = re.compile(r"\bPASS [\w.\-]+ on (.+?) \((sm_\w+)\)")
 _NOT_RUN = re.compile(r"\bNOT (?:RUN|MEASURED)\b")
+# The verification matrix: its page, and how a printed verdict names it.
+MATRIX_DOC = "chapters/" + MATRIX_PAGE.removesuffix(".html")
+_MATRIX_TEXT = re.compile(r" \(appendix A, " + re.escape(MATRIX_PAGE) + r"\)")
 
 
 @dataclass
@@ -68,7 +73,7 @@ class PageTiers:
         if n == 0:
             return "any", "any machine", "This page builds no kernel: its cells run on any machine."
         one = n == 1
-        count = "The page's kernel" if one else f"All {n} kernels of the page"
+        count = kernels_of_the_page(n)
         is_, compiles, runs = ("is", "compiles", "runs") if one else ("are", "compile", "run")
         if not self.checked:
             return ("compile", "compile-only",
@@ -96,6 +101,29 @@ class PageTiers:
         if self.not_run:
             return "This build: compiled only (no suitable GPU)"
         return None
+
+
+def kernels_of_the_page(n: int) -> str:
+    """How a badge names the page's kernels: 'The one kernel of the page', 'Both kernels of the
+    page', 'All 5 kernels of the page'."""
+    if n == 1:
+        return "The one kernel of the page"
+    if n == 2:
+        return "Both kernels of the page"
+    return f"All {n} kernels of the page"
+
+
+def link_matrix(body: str, href: str) -> str:
+    """A verdict printed as text names appendix A as " (appendix A, A-verification-matrix.html)"
+    (gpubook.verify.check.CheckResult's plain form); in the page it becomes the link that a
+    displayed verdict carries (" — <a href=...>appendix A</a>"), so every verdict reads alike."""
+    return _MATRIX_TEXT.sub(f' — <a href="{html.escape(href)}">appendix A</a>', body)
+
+
+def on_html_page_context(app: Sphinx, pagename: str, templatename: str, context: dict[str, Any],
+                         doctree: Any) -> None:
+    if "body" in context and _MATRIX_TEXT.search(context["body"]):
+        context["body"] = link_matrix(context["body"], context["pathto"](MATRIX_DOC))
 
 
 def _output_text(node: nodes.Node) -> str:
@@ -263,5 +291,6 @@ def setup(app: Sphinx) -> dict[str, Any]:
     app.add_config_value("gpubook_inputs_digest", "", "env")
     app.connect("builder-inited", open_execution_cache)
     app.connect("doctree-resolved", on_doctree_resolved)
+    app.connect("html-page-context", on_html_page_context)
     app.connect("build-finished", on_build_finished)
     return {"version": "1", "parallel_read_safe": True, "parallel_write_safe": True}

@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import lint, report, toolchain, txbytes
+from . import hooks, lint, report, toolchain, txbytes
 from .signature import Param, params_of
 
 BLACKWELL = "sm_100a"
@@ -196,14 +196,12 @@ def build(func: Any, name: str | None = None, highlight: tuple[str, ...] = (),
         name = str(attrs["global_symbol"]) if attrs is not None and "global_symbol" in attrs else "kernel"
     want = _requested(archs)
     cache = kernel_cache(func, want)
-    if cache is not None and cache.mode in ("read", "update"):
-        kernel = cache.load(func, name, highlight)
-        if kernel is not None:
-            return lint.enforced(txbytes.enforced(kernel, planted=expect_tx_mismatch), breaks)
-    kernel = lint.enforced(txbytes.enforced(_build(func, name, highlight, archs, want), planted=expect_tx_mismatch), breaks)
-    if cache is not None and cache.mode in ("write", "update"):
+    cached = cache.load(func, name, highlight) if cache is not None and cache.mode in ("read", "update") else None
+    kernel = lint.enforced(txbytes.enforced(cached or _build(func, name, highlight, archs, want),
+                                            planted=expect_tx_mismatch), breaks)
+    if cached is None and cache is not None and cache.mode in ("write", "update"):
         cache.store(kernel)
-    return kernel
+    return hooks.built(kernel)  # every build, a cached one too, goes to the listeners (the manifest)
 
 
 def _build(func: Any, name: str, highlight: tuple[str, ...], archs: tuple[str, ...] | None,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from typing import Any
 
 
@@ -79,3 +81,9 @@ def describe_stress(rec: dict[str, Any]) -> str:
     return s
 
 
+_SIM_PLACE = re.compile(r"kernel:\d+/warp:(\d+)/seq:\d+/source:op:(\d+)/loops:\[[^\]]*\]/lane:(\d+)")
+
+
+def readable_finding(message: str) -> str:
+    """A simulator finding with its thread paths written as words (warp 0, lane 0, op 161)."""
+    return _SIM_PLACE.sub(lambda m: f"warp {m[1]}, lane {m[3]}, op {m[2]}", message)

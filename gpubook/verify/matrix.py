@@ -1,9 +1,14 @@
-"""The verification matrix: one row per kernel, from the results files that replays wrote.
+"""The verification matrix: every kernel the chapters build (results/manifest/kernels.json),
+each with what the results files that replays and simulations wrote say of it.
 
 A check case may carry a stress record, ``"stress": {"launches": N, "failures": k,
 "variants": V}`` (the kernel launched N times over V seeded inputs, outputs poisoned and
 compared each time), and ``runs_on`` names the archs a kernel was built for: a Hopper kernel
 built for ``["sm_90a"]`` alone has no sm_100a form.
+
+A record belongs to a built kernel when it names the kernel's chapter and the fingerprint of its
+TIRx script (a check or a timing may name its case otherwise than the build: one build can have
+several cases). Records of scripts no chapter builds any more are `earlier_rows`.
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ from typing import Any
 
 from ..facts.paths import CHAPTERS
 from ..facts.results import load_runs
+from .describe import readable_finding as _readable
+from . import manifest
 
 ARCH_NAMES = {"sm_90a": "sm_90", "sm_100a": "sm_100"}
 HOPPER_ONLY = "sm_90a only — wgmma has no sm_100a form"
@@ -69,6 +76,82 @@ def rows_from(runs: list[dict[str, Any]], sims: list[dict[str, Any]] = ()) -> li
     return sorted(out, key=lambda r: (r["chapter"], r["name"]))
 
 
+def kernel_rows(directory: Path | str | None = None, manifest_path: Path | str | None = None) -> list[dict[str, Any]]:
+    """One row per case of every kernel the chapters build, in book order (a kernel no record
+    names has one empty row): `rows_from` of the records of its script, each row with its
+    manifest entry under 'build' and its archs from the build."""
+    return kernel_rows_from(manifest.load(manifest_path), load_runs(directory), load_runs(directory, simulated=True))
+
+
+def kernel_rows_from(built: dict[str, list[dict[str, Any]]], runs: list[dict[str, Any]],
+                     sims: list[dict[str, Any]] = ()) -> list[dict[str, Any]]:
+    """`kernel_rows` of a manifest (chapter -> builds) and of GPU runs and simulations."""
+    owner = manifest.owner(built)
+    gpu, cpu = manifest.split_runs(runs, owner), manifest.split_runs(list(sims), owner)
+    out = []
+    for chapter, kernels in built.items():
+        for i, k in enumerate(kernels):
+            found = rows_from(gpu.get((chapter, i), []), cpu.get((chapter, i), []))
+            if not found:  # nothing recorded of this script
+                found = [{"chapter": chapter, "name": k["name"], "by_arch": {}, "perf": None, "simulated": None,
+                          "passed_on": {}, "failed": [], "check": None}]
+            for r in sorted(found, key=lambda r: r["name"] != k["name"]):  # the build's own name first
+                out.append(dict(r, build=k, runs_on=list(k["runs_on"])))
+    return out
+
+
+def earlier_rows(directory: Path | str | None = None, manifest_path: Path | str | None = None) -> list[dict[str, Any]]:
+    """Rows of the records whose script no chapter builds now (an earlier shape or version of a
+    kernel, or a chapter's kernel since removed), never counted as a kernel of the book."""
+    owner = manifest.owner(manifest.load(manifest_path))
+    gpu = manifest.split_runs(load_runs(directory), owner).get(None, [])
+    return rows_from(gpu, manifest.split_runs(load_runs(directory, simulated=True), owner).get(None, []))
+
+
+OUTCOMES = ("failed", "matched", "as expected", "timed", "not judged", "never run")
+
+
+def outcome(row: dict[str, Any]) -> str:
+    """What GPUs did with one row, one of OUTCOMES (strongest first): a failure; a check that
+    matched PyTorch; a broken kernel's trap or race, found as expected; a timing without a
+    comparison; a launch nothing judged (an expected race replayed without racecheck); nothing."""
+    if row["failed"]:
+        return "failed"
+    statuses = {row["by_arch"][a]["status"] for a in row["passed_on"]}
+    if "passed" in statuses:
+        return "matched"
+    if statuses:
+        return "as expected"
+    return "timed" if timed(row) else "not judged" if ran(row) else "never run"
+
+
+def kernels(table_rows: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """The rows grouped by kernel (one build: its chapter, name and script), in order."""
+    groups: dict[Any, list[dict[str, Any]]] = {}
+    for r in table_rows:
+        b = r.get("build") or {}
+        groups.setdefault((r["chapter"], b.get("name", r["name"]), b.get("fingerprint")), []).append(r)
+    return list(groups.values())
+
+
+def kernel_outcome(rs: list[dict[str, Any]]) -> str:
+    """A kernel's outcome: the strongest of its rows'."""
+    return min((outcome(r) for r in rs), key=OUTCOMES.index)
+
+
+def counts(table_rows: list[dict[str, Any]]) -> dict[str, int]:
+    """How many kernels: in all ('kernels'), by outcome, and of those never run the ones whose
+    simulation matched PyTorch with both checkers clean ('simulated')."""
+    groups = kernels(table_rows)
+    out = {"kernels": len(groups), **{o: 0 for o in OUTCOMES}, "simulated": 0}
+    for rs in groups:
+        o = kernel_outcome(rs)
+        out[o] += 1
+        if o == "never run" and any((r.get("simulated") or {}).get("status") == "simulated" for r in rs):
+            out["simulated"] += 1
+    return out
+
+
 def stress_failures(entry: dict[str, Any] | None) -> int:
     """Launches of the stress run that disagreed with the expected output (0 without one)."""
     stress = (entry or {}).get("stress") or {}
@@ -93,6 +176,8 @@ def tier(row: dict[str, Any]) -> str:
         arch = row["check"]["run"]["arch"]
         what = "trapped" if row["check"]["status"] == "trapped" else "racecheck found the race"
         return f"{what} as expected on {ARCH_NAMES.get(arch, arch)}"
+    if row["check"] and row["check"].get("expect") == "unsafe" and not row["passed_on"]:
+        return "breaks a PTX ordering rule on purpose — judged by the lint at build, never run on a GPU"
     if row["check"] and row["check"]["status"] == "not judged" and not row["passed_on"]:
         arch = row["check"]["run"]["arch"]
         return f"expected race not judged on {ARCH_NAMES.get(arch, arch)} (replayed without racecheck)"
@@ -112,7 +197,7 @@ def tier(row: dict[str, Any]) -> str:
         return "fault caught in simulation (NumSim) — never run on a GPU"
     if sim:
         return f"simulation {sim['status'].upper()} — never run on a GPU"
-    return "compiled for sm_100a — never run"
+    return f"compiled for {' and '.join(row.get('runs_on') or ['sm_100a'])} — never run"
 
 
 def simulation(row: dict[str, Any]) -> str:
@@ -128,7 +213,7 @@ def simulation(row: dict[str, Any]) -> str:
     if checkers:
         parts.append(", ".join(checkers))
     if sim["status"] not in ("simulated",) and sim.get("message"):
-        parts.append(sim["message"][:160].replace("|", "/"))
+        parts.append(_readable(sim["message"])[:160].replace("|", "/"))
     return " · ".join(parts)
 
 
@@ -182,10 +267,18 @@ def timed(row: dict[str, Any]) -> bool:
     return bool(row.get("perf") and row["perf"].get("status") == "measured")
 
 
+def ran(row: dict[str, Any]) -> bool:
+    """Whether a GPU launched it: a check that ran (whatever it found) or a timing (a replay
+    launches no kernel that breaks an ordering rule on purpose: its record says 'not judged')."""
+    return timed(row) or any(e["status"] != "not runnable" and e.get("expect") != "unsafe"
+                             for e in row["by_arch"].values())
+
+
 def never_run(table_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Kernels that no replay has run anywhere (failures did run, and are reported as such;
-    a benchmark build that was timed did run, though nothing compared its output)."""
-    return [r for r in table_rows if not r["passed_on"] and not r["failed"] and not timed(r)]
+    a benchmark build that was timed did run, though nothing compared its output; an expected
+    race replayed without racecheck ran, unjudged)."""
+    return [r for r in table_rows if not ran(r)]
 
 
 def _sanitizer_short(check: dict[str, Any] | None) -> str:
@@ -197,23 +290,49 @@ def _sanitizer_short(check: dict[str, Any] | None) -> str:
     return "; ".join(f"{k}: {v}" for k, v in found.items())
 
 
+def _on_gpu(row: dict[str, Any], arch: str) -> str:
+    """What replays on GPUs of one arch say of a row: its newest check, a timing, or nothing."""
+    if row.get("runs_on") and arch not in row["runs_on"]:
+        return "no build"
+    e = row["by_arch"].get(arch)
+    if e and e["status"] != "not runnable" and e.get("expect") != "unsafe":
+        parts = [f"{e['status']} on {e['run']['gpu'].replace('NVIDIA ', '')}, {e['run']['date']}"]
+        if e.get("max_abs_error") is not None:
+            parts.append(f"max error {e['max_abs_error']:.3g}")
+        parts.append(_sanitizer_short(e))
+        return ", ".join(p for p in parts if p)
+    perf = row.get("perf")
+    if timed(row) and perf["run"]["arch"] == arch:
+        return f"timed on {perf['run']['gpu'].replace('NVIDIA ', '')}, {perf['run']['date']}, not compared"
+    return "never run"
+
+
 def _verified(row: dict[str, Any]) -> str:
-    check = row["check"]
-    parts = [f"**{tier(row)}**"]
-    if check and check.get("status") != "not runnable":
-        parts.append(f"{check['run']['gpu'].replace('NVIDIA ', '')}, {check['run']['date']}")
-        if check.get("max_abs_error") is not None:
-            parts.append(f"max error {check['max_abs_error']:.3g}")
-        san = _sanitizer_short(check)
-        if san:
-            parts.append(san)
-    if hopper_only(row):
-        parts.append(HOPPER_ONLY)
-    out = " · ".join(parts)
-    if row.get("simulated") and not tier(row).startswith(("simulated", "fault caught", "simulation")):
-        out += f"; CPU simulation: {simulation(row)}"
-    elif row.get("simulated"):
-        out = f"**{tier(row)}** · " + simulation(row).split(" · ", 1)[1]
+    """The tiers of one row: the strongest claim, then Hopper, Blackwell and the CPU simulation."""
+    sim = simulation(row).replace(" · ", ", ") if row.get("simulated") else "none"
+    out = (f"**{tier(row)}** · Hopper GPU: {_on_gpu(row, 'sm_90a')} · Blackwell GPU: "
+           f"{_on_gpu(row, 'sm_100a')} · CPU simulation: {sim}")
+    if hopper_only(row) and not row.get("build"):
+        out += f" · {HOPPER_ONLY}"
+    return out.replace("|", "/")
+
+
+def compiled(row: dict[str, Any]) -> str:
+    """The archs a kernel was built for, and why any other has no build."""
+    b = row.get("build")
+    if not b:
+        return " and ".join(row.get("runs_on") or []) or "—"
+    why = "".join(f"; no {a} build: {reason}" for a, reason in b["not_built"].items())
+    return (" and ".join(b["runs_on"]) + why).replace("|", "/")
+
+
+def _kernel(row: dict[str, Any], repeated: set[str]) -> str:
+    b = row.get("build") or {"name": row["name"]}
+    out = f"`{b['name']}`"
+    if row["name"] != b["name"]:
+        out += f" (case `{row['name']}`)"
+    elif b["name"] in repeated and b.get("fingerprint"):
+        out += f" (script `{b['fingerprint'][:8]}`)"
     return out
 
 
@@ -247,7 +366,9 @@ def chapter_ref(chapter: str, chapters_dir: Path | str | None = None) -> str:
 
 
 def chapter_tables(table_rows: list[dict[str, Any]], chapters_dir: Path | str | None = None) -> str:
-    """The matrix as one narrow table per chapter (MyST): kernel, verification, speed, stress.
+    """The matrix as one table per chapter (MyST), in the rows' order: kernel, the archs it was
+    compiled for, its tiers (GPU; CPU simulation), speed, stress. A kernel built more than once
+    under one name is told apart by its case or its script's fingerprint.
 
     Each chapter's table opens with a link to the chapter where `chapters_dir` holds it.
     """
@@ -256,9 +377,21 @@ def chapter_tables(table_rows: list[dict[str, Any]], chapters_dir: Path | str | 
     for r in table_rows:
         by_chapter.setdefault(r["chapter"], []).append(r)
     for chapter, rs in by_chapter.items():
+        names = [g[0].get("build", {}).get("name", g[0]["name"]) for g in kernels(rs)]
+        repeated = {n for n in names if names.count(n) > 1}
         out.append(f"**{chapter_ref(chapter, chapters_dir)}**\n")
-        out.append("| kernel | verified (GPU; CPU simulation) | time | stress |\n|---|---|---|---|")
+        out.append("| kernel | compiled for | verified (GPU; CPU simulation) | time | stress |\n|---|---|---|---|---|")
         for r in rs:
-            out.append(f"| `{r['name']}` | {_verified(r)} | {_speed(r['perf'])} | {stress(r)} |")
+            out.append(f"| {_kernel(r, repeated)} | {compiled(r)} | {_verified(r)} | {_speed(r['perf'])} | {stress(r)} |")
         out.append("")
     return "\n".join(out)
+
+
+def never_run_list(table_rows: list[dict[str, Any]], chapters_dir: Path | str | None = None) -> str:
+    """A Markdown list of the kernels that no GPU has run, each with its chapter and tier."""
+    lines = []
+    for rs in kernels(table_rows):
+        if kernel_outcome(rs) == "never run":
+            r = rs[0]
+            lines.append(f"- {chapter_ref(r['chapter'], chapters_dir)}: {_kernel(r, set())} ({tier(r)})")
+    return "\n".join(lines)
