@@ -94,3 +94,5 @@ def test_a_simulator_finding_reads_as_words_that_a_table_can_wrap() -> None:
     out = matrix._readable(msg)
     assert out == "unordered write/read between warp 3, lane 7, op 161 write and warp 0, lane 0, op 186 read"
     assert max(len(w) for w in out.split()) < 20
+    ranged = matrix._readable("write/read on allocation#0:[17408, 17410) between")
+    assert ranged == "write/read on allocation 0, bytes [17408, 17410) between"

@@ -106,9 +106,10 @@ def test_simulations_never_count_as_gpu_runs(tmp_path):
     assert rows["bw"] in matrix.never_run(list(rows.values()))
     table = matrix.chapter_tables(list(rows.values()))
     line = next(ln for ln in table.splitlines() if "`bw`" in ln)
-    assert line.count("|") == 5, line
-    assert ("**simulated for sm_100a (NumSim) — never run on a GPU** · 2026-12-01, tirx-harness "
-            "0.1.2.post2 · max error 0.00015 · synccheck clean, racecheck clean") in line
+    assert line.count("|") == 6, line  # kernel | compiled for | verified | time | stress: no stray bar
+    assert ("**simulated for sm_100a (NumSim) — never run on a GPU** · Hopper GPU: no build · "
+            "Blackwell GPU: never run · CPU simulation: simulated, 2026-12-01, tirx-harness "
+            "0.1.2.post2, max error 0.00015, synccheck clean, racecheck clean") in line
 
 
 class _Kernel:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-
 from typing import Any
 
 
@@ -82,8 +81,11 @@ def describe_stress(rec: dict[str, Any]) -> str:
 
 
 _SIM_PLACE = re.compile(r"kernel:\d+/warp:(\d+)/seq:\d+/source:op:(\d+)/loops:\[[^\]]*\]/lane:(\d+)")
+_SIM_BYTES = re.compile(r"allocation#(\d+):\[(\d+), (\d+)\)")
 
 
 def readable_finding(message: str) -> str:
-    """A simulator finding with its thread paths written as words (warp 0, lane 0, op 161)."""
+    """A simulator finding with its thread paths and byte ranges written as words (warp 0, lane 0,
+    op 161; allocation 0, bytes [17408, 17410)), which a table can wrap between."""
+    message = _SIM_BYTES.sub(lambda m: f"allocation {m[1]}, bytes [{m[2]}, {m[3]})", message)
     return _SIM_PLACE.sub(lambda m: f"warp {m[1]}, lane {m[3]}, op {m[2]}", message)

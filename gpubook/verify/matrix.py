@@ -267,11 +267,14 @@ def timed(row: dict[str, Any]) -> bool:
     return bool(row.get("perf") and row["perf"].get("status") == "measured")
 
 
+def _launched(check: dict[str, Any] | None) -> bool:
+    """Whether a replay launched this check's kernel (never one that breaks an ordering rule on purpose)."""
+    return bool(check) and check["status"] != "not runnable" and check.get("expect") != "unsafe"
+
+
 def ran(row: dict[str, Any]) -> bool:
-    """Whether a GPU launched it: a check that ran (whatever it found) or a timing (a replay
-    launches no kernel that breaks an ordering rule on purpose: its record says 'not judged')."""
-    return timed(row) or any(e["status"] != "not runnable" and e.get("expect") != "unsafe"
-                             for e in row["by_arch"].values())
+    """Whether a GPU launched it: a check that ran (whatever it found) or a timing."""
+    return timed(row) or any(_launched(e) for e in row["by_arch"].values())
 
 
 def never_run(table_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -295,7 +298,7 @@ def _on_gpu(row: dict[str, Any], arch: str) -> str:
     if row.get("runs_on") and arch not in row["runs_on"]:
         return "no build"
     e = row["by_arch"].get(arch)
-    if e and e["status"] != "not runnable" and e.get("expect") != "unsafe":
+    if _launched(e):
         parts = [f"{e['status']} on {e['run']['gpu'].replace('NVIDIA ', '')}, {e['run']['date']}"]
         if e.get("max_abs_error") is not None:
             parts.append(f"max error {e['max_abs_error']:.3g}")
