@@ -9,15 +9,20 @@ from __future__ import annotations
 import copy
 import json
 import random
+import re
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from browser_support import BROWSER_MARKS, browser, opened_demo, serious_axe_violations, sideways_overflow  # noqa: F401
 
 DEMO = "mbarrier-ring"
-TILES, STAGE_BYTES, CHUNK, CONSUMERS = 8, 8192, 4096, 2
-ACTORS = ["producer", "tma", "c0", "c1"]
+CHAPTER = Path(__file__).resolve().parents[1] / "chapters" / "05-tma-mbarriers.md"
+TILES, STAGE_BYTES, CHUNK = 8, 8192, 4096
+CONSUMER_WARPS, WARP_THREADS = 4, 32            # kernel 2 of chapter 5: warps 1-4 consume
+CONSUMERS = CONSUMER_WARPS * WARP_THREADS       # empty[s] counts one arrival per consumer thread
+ACTORS = ["producer", "tma"] + [f"c{w}" for w in range(CONSUMER_WARPS)]
 
 pytestmark = BROWSER_MARKS
 
@@ -29,9 +34,10 @@ class Barrier:
     def __init__(self, count: int) -> None:
         self.count, self.phase, self.pending, self.tx = count, 0, count, 0
 
-    def arrive(self, expect_tx: int = 0) -> bool:
+    def arrive(self, expect_tx: int = 0, threads: int = 1) -> bool:
+        """`threads` threads each arrive once (the first also announcing `expect_tx` bytes)."""
         self.tx += expect_tx
-        self.pending -= 1
+        self.pending -= threads
         return self._complete()
 
     def complete_tx(self, n: int) -> bool:
@@ -49,7 +55,8 @@ class Barrier:
 
 
 class Ring:
-    """One producer, a FIFO copy engine delivering CHUNK bytes per move, two consumer warps."""
+    """One producer, a FIFO copy engine delivering CHUNK bytes per move, four consumer warps whose
+    32 threads each arrive once on the stage's empty barrier."""
 
     def __init__(self, depth: int, mistake: str = "none") -> None:
         self.depth, self.mistake, self.last = depth, mistake, -1
@@ -58,7 +65,7 @@ class Ring:
         self.buf = [{"tile": -1, "status": "free", "left": 0} for _ in range(depth)]
         self.producer = 0
         self.inflight: list[tuple[int, int]] = []
-        self.consumers = [{"next": 0, "seen": []} for _ in range(CONSUMERS)]
+        self.consumers = [{"next": 0, "seen": []} for _ in range(CONSUMER_WARPS)]
 
     def producer_parity(self) -> int:
         base = (self.producer // self.depth) % 2
@@ -100,7 +107,7 @@ class Ring:
             return False
         b = self.buf[s]
         c["seen"].append(b["tile"] if b["status"] == "full" else -1)
-        if self.empty[s].arrive():
+        if self.empty[s].arrive(threads=WARP_THREADS):
             b["status"] = "free"
         c["next"] += 1
         return True
@@ -146,7 +153,7 @@ def page(browser: object, demo_site: str) -> Iterator[object]:
         yield p
 
 
-BUTTONS = {"producer": "#act-producer", "tma": "#act-tma", "c0": "#act-c0", "c1": "#act-c1"}
+BUTTONS = {a: f"#act-{a}" for a in ACTORS}
 
 
 FIELDS = ("full-phase", "full-pending", "full-tx", "empty-phase", "empty-pending")
@@ -213,6 +220,33 @@ def test_stepping_follows_the_protocol_model(page: object, depth: int) -> None:
         assert_matches(page, ring)
     assert actor is None and "Every tile was produced and consumed" in page.inner_text("#log")
     assert all(c["seen"] == list(range(TILES)) for c in ring.public()["consumers"])
+
+
+def test_the_roles_and_counts_are_those_of_the_chapters_kernel(page: object) -> None:
+    """Chapter 5's kernel 2: CONSUMER_WARPS consumer warps, empty[s] initialised with a count of
+    32 per consumer warp (one arrival per thread); the demo shows and uses the same."""
+    text = CHAPTER.read_text()
+    warps = int(re.search(r"^CONSUMER_WARPS = (\d+)$", text, re.M).group(1))
+    assert re.search(r"^CONSUMERS = 32 \* CONSUMER_WARPS$", text, re.M)
+    assert "T.uint32(CONSUMERS)" in text                          # the empty barriers' count
+    assert (warps, 32 * warps) == (CONSUMER_WARPS, CONSUMERS)
+    assert page.evaluate("() => [CONSUMER_WARPS, CONSUMERS]") == [CONSUMER_WARPS, CONSUMERS]
+    assert page.locator("[id^='act-c']").count() == CONSUMER_WARPS
+    assert page.locator("#actors [id^='actor-c']").count() == CONSUMER_WARPS
+    assert page.inner_text("#empty-count") == str(CONSUMERS)
+    help_text = page.inner_text("p.help")
+    assert "one arrival per consumer thread" in help_text and "four consumer warps" in page.inner_text("h2")
+    assert page.locator("#stage-0 .bar.empty").inner_text().endswith(f"of {CONSUMERS}")
+    # a warp's move is its 32 arrivals; the phase completes after the last warp
+    page.click("#act-producer")
+    page.click("#act-tma")
+    page.click("#act-tma")
+    for w in range(CONSUMER_WARPS):
+        assert page.locator("#stage-0 [data-field='empty-phase']").inner_text() == "0"
+        page.click(f"#act-c{w}")
+        pending = int(page.locator("#stage-0 [data-field='empty-pending']").inner_text())
+        assert pending == (CONSUMERS - WARP_THREADS * (w + 1) if w < CONSUMER_WARPS - 1 else CONSUMERS)
+    assert page.locator("#stage-0 [data-field='empty-phase']").inner_text() == "1"
 
 
 def test_a_fresh_ring_lets_the_producer_fill_every_stage(page: object) -> None:

@@ -41,8 +41,8 @@ def softmax_v(scores: list[float], V: list[list[float]]) -> list[float]:
 
 
 @pytest.fixture()
-def demo(browser: object, served_book: str):
-    with opened_demo(browser, served_book, "online-softmax") as page:
+def demo(browser: object, demo_site: str):
+    with opened_demo(browser, demo_site, "online-softmax") as page:
         yield page
 
 
@@ -99,8 +99,8 @@ def test_the_toggle_and_the_steps_change_what_is_shown(demo: object) -> None:
 
 
 @pytest.mark.parametrize("theme", THEMES)
-def test_works_by_touch_on_a_phone(browser: object, served_book: str, theme: str) -> None:
-    with opened_demo(browser, served_book, "online-softmax", theme=theme, width=390, touch=True) as page:
+def test_works_by_touch_on_a_phone(browser: object, demo_site: str, theme: str) -> None:
+    with opened_demo(browser, demo_site, "online-softmax", theme=theme, width=390, touch=True) as page:
         assert page.evaluate("() => document.documentElement.dataset.theme") == theme
         for _ in range(3):
             page.locator("#next").tap()
@@ -111,3 +111,26 @@ def test_works_by_touch_on_a_phone(browser: object, served_book: str, theme: str
         assert page.is_checked("#conditional")
         over = sideways_overflow(page)
         assert over <= 0, f"the demo scrolls sideways by {over} px"
+
+
+def test_the_full_history_scrolls_inside_its_own_box_on_a_phone(browser: object, demo_site: str) -> None:
+    """At 390 px the history of every block is wider than the screen: it scrolls sideways inside
+    its own box (which a keyboard can reach), and the demo's page does not scroll sideways."""
+    with opened_demo(browser, demo_site, "online-softmax", width=390, height=844, touch=True) as page:
+        page.locator("#all").tap()
+        assert page.locator("#history tr").count() == page.evaluate("() => KEYS / BLOCK")
+        box = page.evaluate("""() => {
+            const w = document.getElementById('history-wrap'), t = w.querySelector('table');
+            const r = w.getBoundingClientRect();
+            return {overflow: getComputedStyle(w).overflowX, table: t.scrollWidth, inner: w.clientWidth,
+                    right: r.right, view: document.documentElement.clientWidth, tab: w.tabIndex,
+                    role: w.getAttribute('role'), label: w.getAttribute('aria-label')};
+        }""")
+        assert box["overflow"] == "auto" and box["right"] <= box["view"], box
+        assert box["table"] > box["inner"], box            # it does not fit: the box scrolls, by design
+        assert box["tab"] == 0 and box["role"] == "region" and box["label"], box
+        over = sideways_overflow(page)
+        assert over <= 0, f"the demo's page scrolls sideways by {over} px at 390 px"
+        page.eval_on_selector("#history-wrap", "w => { w.scrollLeft = w.scrollWidth; }")
+        assert page.eval_on_selector("#history-wrap", "w => w.scrollLeft") > 0
+        assert sideways_overflow(page) <= 0

@@ -102,6 +102,35 @@ def test_load_shape_changes_the_footprint(page: object) -> None:
     assert page.locator("#ld-rect").count() == 0
 
 
+def test_the_first_lane_choice_applies_only_to_the_16_lane_shapes(page: object) -> None:
+    """.32x32b covers the warp's whole lane quarter: its first lane is the quarter's, and the
+    choice is disabled with the reason shown. A .16x... shape covers half the quarter: the choice
+    is enabled and moves the load's footprint (and its address) 16 lanes down."""
+    page.select_option("#warp", "1")
+    first = tmem.lane_quarter(1)[0]
+    page.select_option("#num", "8")
+    page.select_option("#shape", "32x32b")
+    assert page.is_disabled("#half")
+    assert page.input_value("#half") == "0"
+    assert "Not for .32x32b" in page.inner_text("#half-note")
+    assert page.get_attribute("#half", "aria-describedby") == "half-note"
+    ld = page.locator("#ld-rect")
+    assert int(ld.get_attribute("data-lane")) == first and int(ld.get_attribute("data-lanes")) == 32
+    for shape in ("16x64b", "16x128b", "16x256b"):
+        page.select_option("#shape", shape)
+        assert page.is_enabled("#half"), shape
+        assert "Not for" not in page.inner_text("#half-note")
+        page.select_option("#half", "0")
+        low = (int(ld.get_attribute("data-lane")), page.inner_text("#load"))
+        page.select_option("#half", "16")
+        high = (int(ld.get_attribute("data-lane")), page.inner_text("#load"))
+        assert (low[0], high[0]) == (first, first + 16), shape
+        assert f"{tmem.address(first + 16, 0):#010x}" in high[1] and high[1] != low[1], shape
+    # back to the 32-lane shape: the choice is disabled again and the footprint is the whole quarter
+    page.select_option("#shape", "32x32b")
+    assert page.is_disabled("#half") and int(ld.get_attribute("data-lane")) == first
+
+
 def test_follows_the_theme_and_fits_a_phone(browser: object, demo_site: str) -> None:
     colours = {}
     for theme in ("dark", "light"):
