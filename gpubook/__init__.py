@@ -23,7 +23,7 @@ from .run import (baselines, bench as _bench_module, clocks, guard, outcheck, pa
 from .verify import (check as _check_module, compare as _compare_module, coverage, describe, export,
                      gemm_check, matrix, replay, simulate, static, verdicts)
 from .models import fa4, fa4_protocol, fa4_timeline, gemm_model, layouts, plots, roofline, schedule
-from .book import gemm, gemm_hopper, ladder, lessons
+from .book import gemm, gemm_hopper, headline, ladder, lessons
 
 from .compile.build import BLACKWELL, HOPPER, Kernel, build, lower, target
 from .compile.signature import KernelCallError, Param

@@ -56,6 +56,8 @@ def built_book(tmp_path_factory: pytest.TempPathFactory) -> Path:
         state_file = base / "built.json"
         state = json.loads(state_file.read_text()) if state_file.is_file() else {}
         if state.get("run") != run:
+            _announce(f"building the book into {base} (every chapter executed; minutes). "
+                      "GPUBOOK_HTML=<an HTML build> reuses one instead; see the README.")
             state = dict(_build_book(base), run=run)
             state_file.write_text(json.dumps(state))
     if not state["ok"]:
@@ -67,6 +69,12 @@ def built_book(tmp_path_factory: pytest.TempPathFactory) -> Path:
     _SECONDS.update(state["seconds"])
     _SAMPLE[:] = state["sample"]
     return base / "html"
+
+
+def _announce(message: str) -> None:
+    """A line on the terminal even where pytest captures the test's output (sys.__stderr__ is the
+    process's own stream; under pytest-xdist a worker's is the terminal too)."""
+    print(f"\n[gpubook tests] {message}", file=sys.__stderr__, flush=True)
 
 
 def _build_book(base: Path) -> dict:

@@ -625,6 +625,14 @@ _FIT_JS = """() => {
       }
     }
   }
+  // the contents in the side columns: no entry runs out of its column
+  for (const a of document.querySelectorAll('.bd-sidebar-secondary nav a, .bd-sidebar-primary nav a')) {
+    if (a.offsetParent === null) continue;
+    const col = a.closest('.bd-sidebar-secondary, .bd-sidebar-primary').getBoundingClientRect();
+    const r = a.getBoundingClientRect();
+    if (r.width > 0 && r.right > col.right + 1)
+      cut.push(`contents entry past its column: ${a.innerText.slice(0, 80)}`);
+  }
   return {blocks, words, cut, split};
 }"""
 

@@ -176,6 +176,14 @@ def test_source_diff_shows_only_the_change():
     assert gg.diff_counts(_old, _new) == (2, 2)  # the def line and the body line
 
 
+def test_a_shown_diff_names_both_functions_and_counts_the_lines():
+    md = gg.diff_markdown(_old, _new)
+    caption, fence = md.split("\n\n", 1)
+    assert "`_old` to `_new`" in caption and "2 lines out, 2 in" in caption
+    assert fence.startswith("```diff\n") and fence.endswith("\n```")
+    assert "+    y = x + 2" in fence
+
+
 # -- static facts and sources from the chapters ---------------------------------------------------
 PTX_FENCED = """
     st.shared.v4.u32 [%r1], {%r2, %r3, %r4, %r5};

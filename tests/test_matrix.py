@@ -88,6 +88,20 @@ def test_a_timed_benchmark_build_is_not_called_never_run(tmp_path):
     assert [r["name"] for r in matrix.never_run(list(rows.values()))] == ["blackwell_only"]
 
 
+def test_a_timed_kernel_is_judged_by_the_output_check_at_its_timed_shape(tmp_path):
+    ok = dict(perf("bench_ok"), output_check={"against": "sdpa_fp32", "passed": True, "max_abs_error": 1e-3})
+    bad = dict(perf("bench_bad"), output_check={"against": "sdpa_fp32", "passed": False, "max_abs_error": 3.0})
+    empty = dict(perf("bench_empty"), output_check={"unchecked": "the kernel writes nothing"})
+    rows = rows_of(tmp_path, [ok, bad, empty])
+    assert matrix.outcome(rows["bench_ok"]) == "matched"
+    assert matrix.tier(rows["bench_ok"]) == "matched PyTorch at its timed shape on sm_90"
+    assert "output matched at the timed shape, max error 0.001" in matrix._on_gpu(rows["bench_ok"], "sm_90a")
+    assert matrix.outcome(rows["bench_bad"]) == "failed"
+    assert matrix.tier(rows["bench_bad"]) == "OUTPUT WRONG at its timed shape on sm_90"
+    assert matrix.outcome(rows["bench_empty"]) == "timed"
+    assert matrix.counts(list(rows.values()))["failed"] == 1
+
+
 def test_a_simulator_finding_reads_as_words_that_a_table_can_wrap() -> None:
     msg = ("unordered write/read between kernel:0/warp:3/seq:18/source:op:161/loops:[2]/lane:7 write "
            "and kernel:0/warp:0/seq:22/source:op:186/loops:[]/lane:0 read")
@@ -96,3 +110,14 @@ def test_a_simulator_finding_reads_as_words_that_a_table_can_wrap() -> None:
     assert max(len(w) for w in out.split()) < 20
     ranged = matrix._readable("write/read on allocation#0:[17408, 17410) between")
     assert ranged == "write/read on allocation 0, bytes [17408, 17410) between"
+
+
+def test_the_opening_box_tally_reads_the_appendix_rows(tmp_path):
+    from gpubook.book import headline
+
+    ok = dict(perf("bench_ok", chapter="05-tma"), output_check={"against": "copy", "passed": True})
+    rows = list(rows_of(tmp_path, [ok, check("blackwell_only", chapter="05-tma", status="not runnable")]).values())
+    text = headline.tally("05-tma", rows)
+    assert text.startswith("Of its 2 kernels, 1 matched PyTorch on an H200 and 1 never ran on a GPU")
+    assert "none has run on a B200" in text
+    assert headline.tally("02-roofline", rows).startswith("This chapter builds no kernel")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from gpubook.book.sphinxext import PageTiers
@@ -133,3 +135,22 @@ def html_escape(text: str) -> str:
     import html
 
     return html.escape(text)
+
+
+def test_chapter_kernels_start_without_the_unencrypted_tcp_warning() -> None:
+    """The build's kernels use IPC sockets, so ipykernel has no TCP warning to print per chapter."""
+    import subprocess
+    import sys
+
+    script = ("import nbformat\n"
+              "from nbclient import NotebookClient\n"
+              "from gpubook.book.sphinxext import kernels_over_ipc\n"
+              "kernels_over_ipc()\n"
+              "nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell('print(6 * 7)')])\n"
+              "NotebookClient(nb, timeout=60).execute()\n"
+              "print(nb.cells[0].outputs[0]['text'].strip())\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip().endswith("42")
+    assert "without encryption" not in proc.stderr, proc.stderr

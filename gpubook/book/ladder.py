@@ -80,11 +80,21 @@ def source_diff(old: Callable[..., Any] | str, new: Callable[..., Any] | str, co
     return "\n".join(lines)
 
 
+def diff_markdown(old: Callable[..., Any] | str, new: Callable[..., Any] | str, context: int = 2) -> str:
+    """A caption naming both functions and the lines changed, then the diff as a ``diff`` code
+    block (highlighted line by line); the whole new listing is the folded cell above it."""
+    (na, _), (nb, _) = _named_source(old), _named_source(new)
+    removed, added = diff_counts(old, new)
+    caption = (f"**What changed from `{na}` to `{nb}`:** {removed} lines out, {added} in. "
+               f"The whole of `{nb}` is in the folded cell above.")
+    return f"{caption}\n\n```diff\n{source_diff(old, new, context)}\n```"
+
+
 def show_diff(old: Callable[..., Any] | str, new: Callable[..., Any] | str, context: int = 2) -> Any:
-    """The diff as a Markdown ``diff`` code block, for a notebook cell to display."""
+    """`diff_markdown` for a notebook cell to display."""
     from IPython.display import Markdown
 
-    return Markdown(f"```diff\n{source_diff(old, new, context)}\n```")
+    return Markdown(diff_markdown(old, new, context))
 
 
 def chapter_source(chapter: str, name: str, chapters_dir: Path | str | None = None) -> str:

@@ -202,6 +202,7 @@ PUBLISHED_CUBLAS_MS = 0.094
 # (2-CTA 256 x 256 MMA; two consumer warpgroups), step 10 by the TIRx-kernels GEMM (2 x 1
 # cluster, CLC, the configuration of `SOTA`), "bench_suite/baseline.md" at commit f495258.
 PUBLISHED_TFLOPS: dict[int, float] = {8: 1321.0, 9: 1462.0, 10: 1411.0}
+PUBLISHED_SOTA_CUBLAS_US = 93.67  # baseline.md's cuBLAS at fp16 4096³, the same run as step 10's
 PUBLISHED_SOTA_SOURCE = ("mlc-ai/TIRx-kernels (commit f495258), tirx_kernels/gemm/fp16_bf16_gemm.py and "
                          "bench_suite/baseline.md: NVIDIA B200, fp16 4096³ (bf16 8192³: 1595 TFLOP/s)")
 

@@ -89,3 +89,51 @@ def readable_finding(message: str) -> str:
     op 161; allocation 0, bytes [17408, 17410)), which a table can wrap between."""
     message = _SIM_BYTES.sub(lambda m: f"allocation {m[1]}, bytes [{m[2]}, {m[3]})", message)
     return _SIM_PLACE.sub(lambda m: f"warp {m[1]}, lane {m[3]}, op {m[2]}", message)
+
+
+# -- the cells of appendix A's tables ------------------------------------------------------------
+def record_sanitizer(check: dict[str, Any] | None) -> str:
+    if not check or not check.get("sanitizer"):
+        return "—"
+    return "; ".join(f"{k} {v}" for k, v in check["sanitizer"].items())
+
+
+def record_time(perf: dict[str, Any] | None) -> tuple[str, str]:
+    if not perf or perf.get("status") != "measured":
+        return "not measured", "—"
+    t = f"{perf['ms'] * 1e3:.1f} µs"
+    if perf.get("bandwidth"):
+        t += f" ({perf['bandwidth'] / 1e12:.2f} TB/s)"
+    elif perf.get("flop_rate"):
+        t += f" ({perf['flop_rate'] / 1e12:.0f} TFLOP/s)"
+    pct = perf.get("percent_of_peak")
+    return t, (f"{pct:.0f}%" if pct is not None else "—")
+
+
+def sanitizer_short(check: dict[str, Any] | None) -> str:
+    if not check or not check.get("sanitizer"):
+        return ""
+    found = check["sanitizer"]
+    if all(v == "clean" for v in found.values()):
+        return f"{' and '.join(found)} clean"
+    return "; ".join(f"{k}: {v}" for k, v in found.items())
+
+
+def speedups(perf: dict[str, Any] | None) -> dict[str, float]:
+    """How many times faster than each PyTorch baseline timed in the same run the kernel was
+    (baseline time / kernel time), by baseline name; a record of one baseline gives one."""
+    if not perf or perf.get("status") != "measured" or not perf.get("ms"):
+        return {}
+    base = perf.get("baselines") or (
+        {perf["baseline"]: perf["baseline_ms"]} if perf.get("baseline") and perf.get("baseline_ms") else {})
+    return {b: ms / perf["ms"] for b, ms in base.items() if ms}
+
+
+def speed(perf: dict[str, Any] | None) -> str:
+    t, pct = record_time(perf)
+    if t == "not measured":
+        return t
+    out = f"{t}, {pct} of peak" if pct != "—" else t
+    if perf.get("baselines"):  # several baselines timed alongside: each one's ratio
+        out += " · " + ", ".join(f"{r:.2f}× `{b}`" for b, r in speedups(perf).items())
+    return out

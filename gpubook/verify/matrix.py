@@ -19,6 +19,8 @@ from typing import Any
 from ..facts.paths import CHAPTERS
 from ..facts.results import load_runs
 from .describe import readable_finding as _readable
+from .describe import record_sanitizer as _sanitizer, sanitizer_short as _sanitizer_short
+from .describe import record_time as _time, speed as _speed, speedups  # noqa: F401 - speedups is API
 from . import manifest
 
 ARCH_NAMES = {"sm_90a": "sm_90", "sm_100a": "sm_100"}
@@ -115,10 +117,11 @@ def outcome(row: dict[str, Any]) -> str:
     """What GPUs did with one row, one of OUTCOMES (strongest first): a failure; a check that
     matched PyTorch; a broken kernel's trap or race, found as expected; a timing without a
     comparison; a launch nothing judged (an expected race replayed without racecheck); nothing."""
-    if row["failed"]:
+    oc = timed_check(row)
+    if row["failed"] or (oc and not oc.get("passed")):
         return "failed"
     statuses = {row["by_arch"][a]["status"] for a in row["passed_on"]}
-    if "passed" in statuses:
+    if "passed" in statuses or oc:
         return "matched"
     if statuses:
         return "as expected"
@@ -186,8 +189,12 @@ def tier(row: dict[str, Any]) -> str:
     if "sm_90a" in row["passed_on"]:
         return "passed on sm_90"
     if timed(row):
-        arch = row["perf"]["run"]["arch"]
-        return f"timed on {ARCH_NAMES.get(arch, arch)}, not compared (no check of this build)"
+        arch = ARCH_NAMES.get(row["perf"]["run"]["arch"], row["perf"]["run"]["arch"])
+        oc = timed_check(row)
+        if oc:
+            return (f"matched PyTorch at its timed shape on {arch}" if oc.get("passed") else
+                    f"OUTPUT WRONG at its timed shape on {arch}")
+        return f"timed on {arch}, not compared (no check of this build)"
     if hopper_only(row):
         return "compiled for sm_90a — never run"
     sim = row.get("simulated")
@@ -226,24 +233,6 @@ def stress(row: dict[str, Any]) -> str:
             f"{s['failures']} {'failure' if s['failures'] == 1 else 'failures'}")
 
 
-def _sanitizer(check: dict[str, Any] | None) -> str:
-    if not check or not check.get("sanitizer"):
-        return "—"
-    return "; ".join(f"{k} {v}" for k, v in check["sanitizer"].items())
-
-
-def _time(perf: dict[str, Any] | None) -> tuple[str, str]:
-    if not perf or perf.get("status") != "measured":
-        return "not measured", "—"
-    t = f"{perf['ms'] * 1e3:.1f} µs"
-    if perf.get("bandwidth"):
-        t += f" ({perf['bandwidth'] / 1e12:.2f} TB/s)"
-    elif perf.get("flop_rate"):
-        t += f" ({perf['flop_rate'] / 1e12:.0f} TFLOP/s)"
-    pct = perf.get("percent_of_peak")
-    return t, (f"{pct:.0f}%" if pct is not None else "—")
-
-
 def markdown(table_rows: list[dict[str, Any]]) -> str:
     """The matrix as a Markdown table."""
     head = ("| chapter | kernel | tier | max abs error | time | % of peak | sanitizer | run |\n"
@@ -267,6 +256,13 @@ def timed(row: dict[str, Any]) -> bool:
     return bool(row.get("perf") and row["perf"].get("status") == "measured")
 
 
+def timed_check(row: dict[str, Any]) -> dict[str, Any] | None:
+    """The comparison of a timed kernel's output with its PyTorch baseline's at the timed shape
+    (None where there was none: a kernel that writes nothing is timed 'unchecked')."""
+    oc = row["perf"].get("output_check") if timed(row) else None
+    return oc if oc and "passed" in oc else None
+
+
 def _launched(check: dict[str, Any] | None) -> bool:
     """Whether a replay launched this check's kernel (never one that breaks an ordering rule on purpose)."""
     return bool(check) and check["status"] != "not runnable" and check.get("expect") != "unsafe"
@@ -284,15 +280,6 @@ def never_run(table_rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [r for r in table_rows if not ran(r)]
 
 
-def _sanitizer_short(check: dict[str, Any] | None) -> str:
-    if not check or not check.get("sanitizer"):
-        return ""
-    found = check["sanitizer"]
-    if all(v == "clean" for v in found.values()):
-        return f"{' and '.join(found)} clean"
-    return "; ".join(f"{k}: {v}" for k, v in found.items())
-
-
 def _on_gpu(row: dict[str, Any], arch: str) -> str:
     """What replays on GPUs of one arch say of a row: its newest check, a timing, or nothing."""
     if row.get("runs_on") and arch not in row["runs_on"]:
@@ -306,7 +293,11 @@ def _on_gpu(row: dict[str, Any], arch: str) -> str:
         return ", ".join(p for p in parts if p)
     perf = row.get("perf")
     if timed(row) and perf["run"]["arch"] == arch:
-        return f"timed on {perf['run']['gpu'].replace('NVIDIA ', '')}, {perf['run']['date']}, not compared"
+        oc, at = timed_check(row), f"{perf['run']['gpu'].replace('NVIDIA ', '')}, {perf['run']['date']}"
+        if not oc:
+            return f"timed on {at}, not compared"
+        err = f", max error {oc['max_abs_error']:.3g}" if oc.get("max_abs_error") is not None else ""
+        return f"timed on {at}, output {'matched' if oc.get('passed') else 'WRONG'} at the timed shape{err}"
     return "never run"
 
 
@@ -336,26 +327,6 @@ def _kernel(row: dict[str, Any], repeated: set[str]) -> str:
         out += f" (case `{row['name']}`)"
     elif b["name"] in repeated and b.get("fingerprint"):
         out += f" (script `{b['fingerprint'][:8]}`)"
-    return out
-
-
-def speedups(perf: dict[str, Any] | None) -> dict[str, float]:
-    """How many times faster than each PyTorch baseline timed in the same run the kernel was
-    (baseline time / kernel time), by baseline name; a record of one baseline gives one."""
-    if not perf or perf.get("status") != "measured" or not perf.get("ms"):
-        return {}
-    base = perf.get("baselines") or (
-        {perf["baseline"]: perf["baseline_ms"]} if perf.get("baseline") and perf.get("baseline_ms") else {})
-    return {b: ms / perf["ms"] for b, ms in base.items() if ms}
-
-
-def _speed(perf: dict[str, Any] | None) -> str:
-    t, pct = _time(perf)
-    if t == "not measured":
-        return t
-    out = f"{t}, {pct} of peak" if pct != "—" else t
-    if perf.get("baselines"):  # several baselines timed alongside: each one's ratio
-        out += " · " + ", ".join(f"{r:.2f}× `{b}`" for b, r in speedups(perf).items())
     return out
 
 
