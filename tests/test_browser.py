@@ -775,3 +775,28 @@ def test_demos_read_the_hardware_facts_of_the_build(built_book: Path, demo: str)
                 if len(typed) >= 3:
                     assert not re.search(rf"(?<![\w.]){re.escape(typed)}(?![\w.])", script), \
                         f"{demo} types {g['name']} {key} = {typed} instead of reading book-data.js"
+
+
+def test_ladder_diffs_show_added_and_removed_lines_in_colour(shared_pages: SharedPages) -> None:
+    """Each step's diff marks its added and removed lines apart from the context, readably, in
+    both themes; the whole listing is one click away in the folded cell above it."""
+    page = shared_pages.page("chapters/09-gemm-pipelines.html")
+    with restored(page):
+        # the four steps' full listings fold above their diffs
+        assert page.locator("details.hide.above-input").count() == page.locator(".highlight-diff").count() == 4
+        for theme in THEMES:
+            set_theme(page, theme)
+            got = page.evaluate("""() => {
+              const d = document.querySelector('.highlight-diff');
+              const style = s => { const c = getComputedStyle(s); return [c.color, c.backgroundColor]; };
+              return {added: style(d.querySelector('.gi')), removed: style(d.querySelector('.gd')),
+                      plain: style(d.querySelector('pre'))};
+            }""")
+            for kind in ("added", "removed"):
+                ink, bg = got[kind]
+                assert bg != got["plain"][1] and "rgba(0, 0, 0, 0)" not in bg, f"{theme}: {kind} lines have no tint: {got}"
+                # the tint sits on the code box: blend it over the box's own background
+                ratio = contrast(css_luminance(ink), css_luminance(bg if "rgba" not in bg else got["plain"][1]))
+                assert ratio >= 4.5, f"{theme}: {kind} lines read at contrast {ratio:.1f}: {got}"
+            assert got["added"] != got["removed"]
+    shared_pages.assert_clean()

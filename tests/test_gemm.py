@@ -249,3 +249,22 @@ def test_tmem_columns_are_read_from_the_cuda_source():
                   "tvm_builtin_ptx_tcgen05_dealloc_dealloc_cta_group__1_sync_aligned_b32("
                   "((uint*)pool_buf_ptr)[0], (uint)128);\n")
     assert gg.tmem_columns(K) == {"alloc": [128], "dealloc": [128]}
+
+
+ELECTED = """
+    elect.sync %r1|%p1, -1;
+    @%p1 bra $L_elected;
+    cp.async.bulk.commit_group;
+$L_elected:
+    bar.warp.sync -1;
+    bar.sync 0;
+    tcgen05.ld.sync.aligned.32x32b.x32.b32 {%r2}, [%r3];
+"""
+
+
+def test_an_aligned_instruction_reached_before_the_elected_lane_rejoins_is_found():
+    assert gg.not_rejoined(ELECTED) == []
+    apart = ELECTED.replace("    bar.warp.sync -1;\n", "")
+    assert gg.not_rejoined(apart) == ["bar.sync"]
+    late = ELECTED.replace("    bar.warp.sync -1;\n    bar.sync 0;\n", "")
+    assert gg.not_rejoined(late) == ["tcgen05.ld.sync.aligned.32x32b.x32.b32"]

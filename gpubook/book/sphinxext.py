@@ -282,21 +282,13 @@ def open_execution_cache(app: Sphinx) -> None:
     get_cache(app.config.nb_execution_cache_path or ".jupyter_cache").db  # noqa: B018 - creates the tables
 
 
-def kernels_over_ipc() -> None:
-    """Start the chapters' Jupyter kernels on local IPC sockets instead of TCP on 127.0.0.1: the
-    same process talks to the same machine either way, and ipykernel no longer warns, once per
-    chapter, that TCP is unencrypted. (jupyter_client reads the trait's default when a kernel
-    manager is made, which happens in the reading processes, after this.)"""
-    from jupyter_client.connect import ConnectionFileMixin
-
-    ConnectionFileMixin.class_traits()["transport"].default_value = "ipc"
-
-
 def setup(app: Sphinx) -> dict[str, Any]:
     import sphinx.builders
 
     sphinx.builders.make_chunks = longest_first(Path(app.srcdir))
-    kernels_over_ipc()
+    from ..run.jupyter import quiet_kernels
+
+    quiet_kernels()
     app.add_config_value("gpubook_notebooks", "notebooks", "html")
     # conf.py sets it to a digest of results/ and gpubook/: a change re-reads (re-executes) every page
     app.add_config_value("gpubook_inputs_digest", "", "env")

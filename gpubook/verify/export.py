@@ -18,6 +18,10 @@ def export_chapters(out: Path, chapters: Sequence[Path] = ()) -> int:
     import jupytext
     from nbclient import NotebookClient
 
+    from ..run.jupyter import quiet_kernels
+
+    quiet_kernels()
+
     files = list(chapters) or sorted(CHAPTERS.glob("[0-9A-Z]*.md"))
     out = out.resolve()
     (out / "cases").mkdir(parents=True, exist_ok=True)

@@ -154,6 +154,10 @@ def execute(files: Sequence[Path], folder: Path) -> list[str]:
     import jupytext
     from nbclient import NotebookClient
 
+    from ..run.jupyter import quiet_kernels
+
+    quiet_kernels()
+
     folder.mkdir(parents=True, exist_ok=True)
     for f in files:  # what an earlier execution of these chapters left
         (folder / f"{f.stem}.jsonl").unlink(missing_ok=True)

@@ -49,6 +49,28 @@ def proxy_fenced(ptx: str, consumer: str) -> bool:
     return "fence" in kinds and "bar" in kinds[kinds.index("fence"):]
 
 
+_ALIGNED = re.compile(r"bar\.(sync|arrive|red)\b|barrier\.(cluster\.)?\w+\.aligned|\S+\.sync\.aligned\b")
+
+
+def not_rejoined(ptx: str) -> list[str]:
+    """The `.aligned` instructions (CTA and cluster barriers, `tcgen05.ld`/`st` and their waits,
+    ...) that follow an `elect.sync` in program order with no `bar.warp.sync` in between: each is
+    one a warp may reach with its elected lane still apart. Branches are ignored: a reading of
+    the text, in the order ptxas lays it out."""
+    from ..compile.report import ptx_instructions
+
+    found, apart = [], False
+    for ins in ptx_instructions(ptx):
+        if ins.startswith("elect.sync"):
+            apart = True
+        elif ins.startswith("bar.warp.sync"):
+            apart = False
+        elif apart and _ALIGNED.match(ins):
+            found.append(ins.split()[0])
+            apart = False
+    return found
+
+
 def refill_fenced(ptx: str) -> bool:
     """True when the PTX has a tcgen05.mma and, in program order, every st.shared after the first
     one follows a fence.proxy.async that follows the last mbarrier wait before it: ordinary
