@@ -1,5 +1,6 @@
 """The Blackwell GEMM ladder's model: the calls its kernels serve, the performance bound of a
-step, the configuration of the fastest published kernels and their budgets, the published figures."""
+step, the configuration shared with the fastest published kernel and the budgets, the published
+figures."""
 
 from __future__ import annotations
 
@@ -215,7 +216,9 @@ def published_tflops(step: int) -> float | None:
     return None if ms is None else gemm_flops(*PUBLISHED_SHAPE) / (ms * 1e-3) / 1e12
 
 
-# -- the configuration of the fastest published kernels (chapter 10) ------------------------------
+# -- the configuration the ladder's last steps share with the fastest published kernel ------------
+# (its cluster, MMA, K tile, ring depth and register split: at N = 4096 and 8192 that kernel also
+# gives each CTA two MMA warps over 256 rows of A sharing one B stage, which chapter 10 does not)
 @dataclass(frozen=True)
 class Config:
     """A 2-CTA GEMM's shape: cluster, MMA instruction, K tile, ring depth, registers per role."""

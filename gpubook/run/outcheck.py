@@ -46,6 +46,20 @@ def _sdpa_fp32(q: Any, k: Any, v: Any, causal: bool) -> Any:
     return out
 
 
+def _box_corners(a: Any, b: Any, blk_m: int, blk_n: int, blk_k: int, ctas: int) -> Any:
+    """What a probe of TMA loads writes: `ctas` CTAs walk the (blk_m x blk_n) tiles of
+    D = A @ B.T in row-major order, CTA c the tiles c, c + ctas, ..., loading every K tile of
+    each, and each sums in fp32 the first element of every A and B box it loaded."""
+    torch = _t()
+    tiles_n, k_tiles = b.shape[0] // blk_n, a.shape[1] // blk_k
+    t = torch.arange((a.shape[0] // blk_m) * tiles_n, device=a.device)
+    cols = torch.arange(k_tiles, device=a.device) * blk_k
+    rows_a, rows_b = t // tiles_n * blk_m, t % tiles_n * blk_n
+    per_tile = (a[rows_a][:, cols].double() + b[rows_b][:, cols].double()).sum(dim=1)
+    out = torch.zeros(ctas, dtype=torch.float64, device=a.device)
+    return out.index_add_(0, t % ctas, per_tile).float()
+
+
 # What an output is compared with when no timed baseline computes it (or a more exact one):
 # each takes the kernel's inputs and keyword parameters from the case and returns the output.
 REFERENCES: dict[str, Callable[..., Any]] = {
@@ -54,6 +68,7 @@ REFERENCES: dict[str, Callable[..., Any]] = {
     "transpose": lambda x, **_: x.t().contiguous(),
     "row_sum": lambda x, **_: x.sum(dim=-1),
     "matmul_nt": lambda a, b, scale=1, **_: (scale * (a.float() @ b.float().t())),
+    "box_corners": lambda a, b, blk_m, blk_n, blk_k, ctas, **_: _box_corners(a, b, blk_m, blk_n, blk_k, ctas),
     "sdpa_fp32": lambda q, k, v, **_: _sdpa_fp32(q, k, v, causal=False),
     "sdpa_fp32_causal": lambda q, k, v, **_: _sdpa_fp32(q, k, v, causal=True),
 }
