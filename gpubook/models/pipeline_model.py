@@ -25,7 +25,8 @@ from dataclasses import dataclass, field, replace
 # -- a ring of loads from memory ---------------------------------------------------------------
 def queue_factor(u: float) -> float:
     """How much longer a round trip takes at utilisation `u` of the memory than unloaded: one
-    plus the mean wait of an M/D/1 queue, in units of its service time's share of the trip."""
+    plus the mean wait of an M/D/1 queue in units of its service time, the whole unloaded trip
+    taken as the service time (a simplification that chapter 5 tests against its ring)."""
     if not 0 <= u < 1:
         raise ValueError(f"utilisation must be in [0, 1), got {u}")
     return 1 + u / (2 * (1 - u))
