@@ -19,7 +19,7 @@ parameter is fitted to the times the model predicts.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 
 # -- a ring of loads from memory ---------------------------------------------------------------
@@ -113,10 +113,15 @@ class Prediction:
     """The model's time for one GEMM and what sets it."""
 
     seconds: float
-    limit: str                 # "tensor core", "L2 to shared memory" or "round trips"
+    limit: str                 # the roof that binds: tensor core, L2 to shared memory, or waiting
     k_tile_s: float            # one K tile of the busiest SM at full occupancy
     rounds: float              # tiles per CTA slot (persistent) or rounds of CTAs
     per_tile_s: float
+
+
+def stage_bytes(step: Step) -> int:
+    """Bytes of A and B one CTA reads from L2 per K tile."""
+    return (step.blk_m + (step.l2_b_rows or step.blk_n)) * step.blk_k * step.elem_bytes
 
 
 def round_misses(M: int, N: int, K: int, step: Step, m: Machine, slots: int) -> tuple[float, float]:
@@ -144,7 +149,7 @@ def _k_tile(step: Step, m: Machine, ctas: int, miss_fraction: float = 0.0) -> tu
     `miss_fraction` of the stage's bytes comes from HBM (its share per SM) instead of L2."""
     per_sm_flops = m.tensor_flops / m.sms
     mma = 2 * step.blk_m * step.blk_n * step.blk_k / per_sm_flops
-    stage = (step.blk_m + (step.l2_b_rows or step.blk_n)) * step.blk_k * step.elem_bytes
+    stage = stage_bytes(step)
     load = stage * (1 - miss_fraction) / (m.l2_bandwidth / m.sms)
     if miss_fraction:
         load += stage * miss_fraction / (m.hbm_bandwidth / m.sms)
@@ -164,7 +169,7 @@ def gemm_seconds(M: int, N: int, K: int, step: Step, m: Machine, per_tile_s: flo
     tiles = math.ceil(M / step.blk_m) * math.ceil(N / step.blk_n)
     k_tiles = math.ceil(K / step.blk_k)
     slots = m.sms * (1 if step.persistent else step.ctas_per_sm)
-    stage = (step.blk_m + (step.l2_b_rows or step.blk_n)) * step.blk_k * step.elem_bytes
+    stage = stage_bytes(step)
     miss = 0.0
     if m.l2_bytes and m.hbm_bandwidth:
         _, missed = round_misses(M, N, K, step, m, slots)
@@ -195,7 +200,3 @@ def error(predicted_s: float, measured_s: float) -> float:
     """Signed relative error of a prediction, (predicted - measured) / measured."""
     return predicted_s / measured_s - 1
 
-
-def with_tensor_rate(m: Machine, flops: float, source: str) -> Machine:
-    """`m` with another sustained tensor-core rate (and its source)."""
-    return replace(m, tensor_flops=flops, sources={**m.sources, "tensor_flops": source})
