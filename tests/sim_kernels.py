@@ -10,6 +10,13 @@ Planted bugs (`bug=`):
 - "half_tx": `expect_tx` announces half of the bytes the two boxes deliver;
 - "parity": the MMA's barrier is waited on with the wrong parity (kt + 1) % 2;
 - "no_commit_wait": the epilogue reads the accumulator without waiting for the last commit.
+
+`make_clc_tiles(bug)` is a grid of CLC_TILES one-warp CTAs scheduled by cluster launch control
+(chapter 7's raw protocol): each computes its own tile, `out[t, i] = t * 32 + i`, then cancels
+the launch of a CTA that has not started and computes that CTA's tile, until a cancel fails.
+Planted bug "one_tile": a CTA stops after its first tile whatever the response says, so the
+tiles of cancelled CTAs are never computed. With every CTA resident no cancel succeeds and the
+bug is invisible; with fewer resident, it leaves tiles unwritten.
 """
 
 from tvm.backend.cuda.tile_primitive.tma_utils import SwizzleMode, mma_shared_layout
@@ -23,6 +30,8 @@ M, N, K = BLK_M, BLK_N, KT * BLK_K
 STAGE_BYTES = (BLK_M + BLK_N) * BLK_K * 2
 D_REGS = TileLayout(S[(BLK_M, BLK_N) : (1 @ tid_in_wg, 1)])
 BUGS = (None, "half_tx", "parity", "no_commit_wait")
+CLC_TILES = 8
+CLC_BUGS = (None, "one_tile")
 
 
 def _swizzled(*shape):
@@ -94,3 +103,49 @@ def make_tma_gemm(bug=None):
         tmem.dealloc()
 
     return tma_gemm
+
+
+def make_clc_tiles(bug=None):
+    assert bug in CLC_BUGS, bug
+    keep_going = 0 if bug == "one_tile" else 1
+
+    @T.prim_func
+    def clc_tiles(out: T.Buffer((CLC_TILES, 32), "int32")):
+        T.device_entry()
+        cta = T.cta_id([CLC_TILES])
+        lane = T.thread_id([32])
+        pool = T.SMEMPool()
+        response = pool.alloc((4,), "uint32", align=16)
+        bar = pool.alloc((1,), "uint64", align=8)
+        pool.commit()
+        if lane == 0:
+            T.ptx.mbarrier.init.shared.b64(bar.ptr_to([0]), T.uint32(1))
+            T.ptx.fence.mbarrier_init.release.cluster()
+        T.cuda.cta_sync()
+        tile = T.local_scalar("int32")
+        phase = T.local_scalar("int32")
+        reply = T.local_scalar("uint128")
+        canceled = T.local_scalar("uint32")
+        first_ctaid = T.local_scalar("uint32")
+        tile = cta
+        phase = 0
+        while tile >= 0:
+            if lane == 0:
+                T.ptx.mbarrier.arrive.expect_tx.shared.b64(bar.ptr_to([0]), T.uint32(16))
+                T.ptx.clusterlaunchcontrol.try_cancel.async_.shared__cta.mbarrier__complete_tx__bytes.b128(
+                    response.ptr_to([0]), bar.ptr_to([0]))
+            out[tile, lane] = tile * 32 + lane
+            T.cuda.mbarrier_wait(bar.ptr_to([0]), phase)
+            phase = phase ^ 1
+            T.ptx.ld.acquire.cta.shared.b128(reply, response.ptr_to([0]))
+            T.ptx.clusterlaunchcontrol.query_cancel.is_canceled.pred.b128(canceled, reply)
+            first_ctaid = T.uint32(0xFFFFFFFF)
+            T.ptx.clusterlaunchcontrol.query_cancel.get_first_ctaid__x.b32.b128(first_ctaid, reply, pred=canceled)
+            T.ptx.fence.proxy.async_.shared__cta()
+            T.cuda.cta_sync()
+            if canceled * keep_going != 0:
+                tile = T.cast(first_ctaid, "int32")
+            else:
+                tile = -1
+
+    return clc_tiles

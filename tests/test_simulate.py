@@ -219,6 +219,63 @@ def test_a_planted_protocol_bug_fails_simulation(tmp_path, monkeypatch, bug):
         assert rec["tools"]["synccheck"]["verdict"] != "clean", rec
 
 
+def _export_clc_tiles(tmp_path, monkeypatch, bug, resident):
+    import sim_kernels as sk
+
+    monkeypatch.setenv(export.EXPORT_ENV, str(tmp_path))
+    before = export.current_chapter()
+    export.set_chapter("simtest")
+    name = f"clc_tiles_{bug or 'ok'}_{resident or 'all'}"
+    try:
+        k = gb.build(sk.make_clc_tiles(bug), name=name)
+        expected = torch.arange(sk.CLC_TILES * 32, dtype=torch.int32).view(sk.CLC_TILES, 32)
+        gb.check(k, [torch.empty(sk.CLC_TILES, 32, dtype=torch.int32)], ref=lambda out: expected,
+                 resident=resident)
+    finally:
+        export.set_chapter(before)
+    case = tmp_path / "cases" / f"simtest--{name}--check"
+    assert json.loads((case / "case.json").read_text()).get("resident") == resident
+    return case
+
+
+@pytest.mark.sim
+@needs_sim
+@pytest.mark.parametrize("bug, resident, status", [
+    (None, 2, "simulated"),        # two CTAs resident take the other six tiles through CLC
+    ("one_tile", None, "simulated"),   # the blind spot: every CTA resident, no cancel succeeds
+    ("one_tile", 2, "failed"),     # the same bug with two resident: six tiles never written
+])
+def test_fewer_resident_clusters_exercise_the_stealing_path(tmp_path, monkeypatch, bug, resident, status):
+    case = _export_clc_tiles(tmp_path, monkeypatch, bug, resident)
+    tools = ("numbers", "synccheck") if bug is None else ("numbers",)
+    rec = simulate.simulate_case(case, tools=tools, timeout=1500)
+    assert rec["status"] == status, rec
+    assert rec.get("resident") == resident
+    if status == "failed":
+        assert rec["tools"]["numbers"]["verdict"] == "mismatch"
+    if bug is None:   # the checker ran over the resident CTAs alone, and says so
+        assert rec["tools"]["synccheck"]["verdict"] == "clean"
+        assert "2 resident clusters" in rec["tools"]["synccheck"]["scope"]
+
+
+def test_a_check_finds_only_a_simulation_with_its_own_residency(tmp_path, monkeypatch):
+    from gpubook.facts import results
+
+    for resident in (None, 4):
+        run = {"gpu": simulate.SIM_GPU, "arch": "sm_100a", "date": f"2026-01-0{1 if resident is None else 2}",
+               "simulator": "tirx-harness x"}
+        case = {"case": "c--k--check", "chapter": "c", "name": "k", "kind": "check", "fingerprint": "f",
+                "status": "simulated", "tools": {}}
+        if resident is not None:
+            case["resident"] = resident
+        (tmp_path / f"2026-01-0{1 if resident is None else 2}-numsim.json").write_text(
+            json.dumps({"format": 2, "run": run, "cases": [case]}))
+    find = lambda r: results.newest_simulation("k", fingerprint="f", directory=tmp_path, resident=r)  # noqa: E731
+    assert find(None)["run"]["date"] == "2026-01-01"
+    assert find(4)["run"]["date"] == "2026-01-02"
+    assert find(2) is None
+
+
 def test_the_rotation_moves_through_the_records():
     days = [dt.date(2026, 12, 1) + dt.timedelta(days=i) for i in range(30)]
     picked = {c["case"] for d in days for c in simulate.rotation(d)}

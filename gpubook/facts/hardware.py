@@ -101,6 +101,7 @@ WARP_SIZE = 32
 MAX_THREADS_PER_CTA = 1024
 MAX_THREADS_PER_SM = 2048
 REGISTERS_PER_SM = 64 * 1024  # 32-bit registers
+SMEM_PER_CTA = 227 * KB  # the most shared memory one CTA may use (of the SM's 228 KB, 1 KB is the system's)
 MAX_REGISTERS_PER_THREAD = 255
 MAX_CLUSTER_SIZE_PORTABLE = 8
 SMEM_BANKS = 32

@@ -126,12 +126,15 @@ SIMULATED = ("simulated", "failed", "error", "caught", "missed")
 
 
 def newest_simulation(name: str, chapter: str | None = None, fingerprint: str | None = None,
-                      directory: Path | str | None = None) -> dict[str, Any] | None:
-    """The newest simulation of that check (exactly that kernel script with `fingerprint`)."""
+                      directory: Path | str | None = None,
+                      resident: int | None | str = "any") -> dict[str, Any] | None:
+    """The newest simulation of that check (exactly that kernel script with `fingerprint`);
+    with `resident` an int or None, only one that kept that many clusters resident (None: all)."""
     found = [
         c for c in cases(directory, simulated=True)
         if c["name"] == name and c["kind"] == "check" and c["status"] in SIMULATED
         and (chapter is None or c["chapter"] == chapter)
         and (fingerprint is None or c.get("fingerprint") == fingerprint)
+        and (resident == "any" or c.get("resident") == resident)
     ]
     return found[-1] if found else None

@@ -229,6 +229,7 @@ GEMM_LADDER: tuple[Step, ...] = (
     Step(8, "gemm_v8", 10, "2-CTA clusters (cta_group::2)"),
     Step(9, "gemm_v9", 10, "two consumers with double-buffered TMEM accumulators"),
     Step(10, "gemm_v10", 10, "cluster launch control"),
+    Step(11, "gemm_v11", 10, "two MMA warps over 256 rows of A per CTA sharing each B stage"),
 )
 
 

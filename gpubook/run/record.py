@@ -132,7 +132,7 @@ def record_check(
     kernel: Any, name: str, args: Sequence[Any], expected: Sequence[Any],
     outputs: Sequence[int], tols: Sequence[tuple[float, float]], stress: int = 0,
     variants: Sequence[tuple[Sequence[Any], Sequence[Any]]] = (), expect: str = "pass",
-    expect_message: str | None = None,
+    expect_message: str | None = None, resident: int | None = None,
 ) -> Path | None:
     """When exporting, save a correctness case: modules, inputs, expected outputs, tolerances.
 
@@ -143,7 +143,8 @@ def record_check(
     marks a kernel with a shared-memory race that compute-sanitizer's racecheck must report
     (a hazard report matching the regex `expect_message`, when given); `expect="unsafe"` marks
     a kernel that breaks a PTX ordering rule on purpose, which no run judges (the replay records
-    it as "not judged"; the simulator records whether its tools caught it).
+    it as "not judged"; the simulator records whether its tools caught it). `resident` is the
+    number of clusters the CPU simulation keeps resident (see `gpubook.check`).
     """
     if not exporting("check", name):
         return None
@@ -164,6 +165,8 @@ def record_check(
         raise ValueError(f"expect must be 'pass', 'fail', 'trap', 'race' or 'unsafe', not {expect!r}")
     if expect in ("fail", "trap", "race", "unsafe"):
         meta.update(expect=expect, expect_message=expect_message)
+    if resident is not None:
+        meta["resident"] = int(resident)
     _write_common(d, kernel, meta)
     return d
 

@@ -186,6 +186,7 @@ def check(
     expect: str | None = None,
     expect_output: str | None = None,
     not_simulated: str | None = None,
+    resident: int | None = None,
 ) -> CheckResult:
     """Compare `kernel(*args)` with `ref(*args)` on the GPU, or report that it could not run.
 
@@ -208,6 +209,13 @@ def check(
     set, a Blackwell-only kernel with neither a good simulation ("simulated", or "caught" for
     a kernel that must trap or race) nor that reason raises NotSimulatedError.
 
+    `resident=N` is for kernels that schedule with cluster launch control: the CPU simulation
+    keeps only the launch's first N clusters resident (a CTA without a cluster is a cluster of
+    one), so each of the other clusters' tiles is computed only if a resident cluster cancels
+    its launch and takes it — the path a B200 takes once the grid outgrows the SMs, and one a
+    simulation with every cluster resident never exercises. Only a simulation with the same N
+    counts for this check. A GPU decides residency itself; the replay ignores N.
+
     `expect="unsafe"` marks a kernel that breaks a PTX ordering rule on purpose (a missing
     tcgen05 fence, say): no run judges it, only the static rules; it is recorded so that the
     simulator's verdict on it (caught or missed) can be shown.
@@ -218,6 +226,8 @@ def check(
     `expect_output`, when given), 'failed' when racecheck is clean, and 'not judged' without
     `--sanitize`.
     """
+    if resident is not None and (isinstance(resident, bool) or not isinstance(resident, int) or resident < 1):
+        raise ValueError(f"{name or kernel.name}: resident must be a positive number of clusters, got {resident!r}")
     if expect not in (None, "trap", "race", "unsafe"):
         raise ValueError(f"{name or kernel.name}: expect must be None, 'trap', 'race' or 'unsafe', "
                          f"got {expect!r}")
@@ -225,9 +235,9 @@ def check(
     name, outputs, expected, tols = case.name, case.outputs, case.expected, case.tols
     stress, stress_variants = case.stress, case.variants
     if expect in ("trap", "race", "unsafe"):
-        case.record(expect=expect, expect_message=expect_output)
+        case.record(expect=expect, expect_message=expect_output, resident=resident)
     else:
-        case.record()
+        case.record(resident=resident)
 
     why = runtime.why_not_here(kernel.runs_on)
     if expect in ("trap", "race", "unsafe"):
@@ -248,7 +258,7 @@ def check(
         from ..facts import results
 
         rec, how = _replay(case, results.RAN_EXPECTED)
-        sim = _simulation(kernel, name, not_simulated)
+        sim = _simulation(kernel, name, not_simulated, resident)
         return CheckResult(name, "not run", facts=kernel.summary(), recorded=rec, provenance=how, simulated=sim,
                            not_simulated=not_simulated,
                            reason=f"compiled for {need} — not run here{where}: {what}")
@@ -258,7 +268,7 @@ def check(
         from ..facts import results
 
         rec, how = _replay(case, results.RAN)
-        sim = _simulation(kernel, name, not_simulated)
+        sim = _simulation(kernel, name, not_simulated, resident)
         result = CheckResult(
             name, "not run", reason=f"compiled for {need} — not run: {why}", facts=kernel.summary(),
             stress_planned=stress, recorded=rec, provenance=how, simulated=sim, not_simulated=not_simulated,
@@ -294,8 +304,10 @@ def require_simulated() -> bool:
     return os.environ.get(REQUIRE_SIMULATED_ENV, "") not in ("", "0", "false", "no")
 
 
-def _simulation(kernel: Any, name: str, not_simulated: str | None) -> dict[str, Any] | None:
-    """The newest simulation of this exact Blackwell-only kernel (None for a portable one)."""
+def _simulation(kernel: Any, name: str, not_simulated: str | None,
+                resident: int | None = None) -> dict[str, Any] | None:
+    """The newest simulation of this exact Blackwell-only kernel (None for a portable one), with
+    `resident` clusters resident (None: all of them)."""
     if "sm_90a" in kernel.runs_on or "sm_100a" not in kernel.runs_on:
         return None
     from ..run import record
@@ -303,7 +315,7 @@ def _simulation(kernel: Any, name: str, not_simulated: str | None) -> dict[str, 
     from .simulate import good
 
     sim = results.newest_simulation(name, chapter=record.current_chapter(),
-                                    fingerprint=kernel.fingerprint)
+                                    fingerprint=kernel.fingerprint, resident=resident)
     if require_simulated() and not_simulated is None and (sim is None or not good(sim)):
         found = "none is recorded" if sim is None else f"the newest is {sim['status']}"
         raise NotSimulatedError(

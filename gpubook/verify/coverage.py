@@ -145,3 +145,23 @@ def kept_short(assertion: Any, *args: Any, reason: str) -> str:
         return assertion(*args)
     except CoverageError:
         return assertion(*args, short=reason)
+
+
+def sim_seconds(chapter: str, pattern: str, directory: Any = None) -> str:
+    """'143–212 s' (or '143 s'): the range of wall times of the newest CPU simulation of each
+    check of `chapter` whose name matches the regex `pattern`, all tools together, as the
+    committed records (results/*-numsim.json) hold them — the cost a shape kept small avoids.
+    Raises CoverageError when no record matches."""
+    import re
+
+    from ..facts import results
+
+    newest: dict[str, dict[str, Any]] = {}
+    for c in results.cases(directory, simulated=True):
+        if c["chapter"] == chapter and c["kind"] == "check" and re.search(pattern, c["name"]) \
+                and c.get("seconds") is not None:
+            newest[c["name"]] = c
+    if not newest:
+        raise CoverageError(f"no simulation of {chapter} matching /{pattern}/ is recorded")
+    lo, hi = (round(f(c["seconds"] for c in newest.values())) for f in (min, max))
+    return f"{lo} s" if lo == hi else f"{lo}–{hi} s"

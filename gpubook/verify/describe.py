@@ -41,6 +41,10 @@ def describe_simulation(rec: dict[str, Any]) -> str:
     racecheck clean — not run on a B200' (or what the tools found)."""
     run = rec["run"]
     where = f"simulated on the CPU (NumSim, {run.get('simulator')}, {run['date']})"
+    if rec.get("resident") is not None:
+        n = rec["resident"]
+        where += (f" with {n} cluster{'s' if n != 1 else ''} resident, the others' tiles taken "
+                  "through cluster launch control")
     tools = rec.get("tools") or {}
     parts = []
     num = tools.get("numbers", {})

@@ -44,11 +44,13 @@ def inputs(M: int, N: int, K: int, dtype: str, seed: int) -> list[Any]:
     return [A, B, torch.empty(M, N, dtype=A.dtype)]
 
 
-def check(kernel: Any, M: int, N: int, K: int, dtype: str, seed: int = 1, stress: int = 0) -> Any:
+def check(kernel: Any, M: int, N: int, K: int, dtype: str, seed: int = 1, stress: int = 0,
+          resident: int | None = None) -> Any:
     """gb.check of a ladder kernel against `reference` on seeded inputs, at `tolerance`.
 
     With `stress`, the stress run's input variants are fresh seeded matrices (seeds 2s, 2s + 1
     for variant seed s), and the tolerance is the largest over the inputs and every variant.
+    `resident` is passed on (clusters resident in the CPU simulation; see `gpubook.check`).
     """
     from .check import STRESS_VARIANTS
     from .check import check as run_check
@@ -60,6 +62,6 @@ def check(kernel: Any, M: int, N: int, K: int, dtype: str, seed: int = 1, stress
         tols += [tolerance(*variants(1000 + v)[:2]) for v in range(STRESS_VARIANTS)]
     rtol, atol = max(t[0] for t in tols), max(t[1] for t in tols)
     return run_check(kernel, args, ref=lambda A, B, D: reference(A, B), rtol=rtol, atol=atol,
-                     stress=stress, variants=variants)
+                     stress=stress, variants=variants, resident=resident)
 
 

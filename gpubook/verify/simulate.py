@@ -132,6 +132,8 @@ def judge(meta: dict[str, Any], tools: dict[str, Any], expected: list[Any],
             verdict = "review" if entry.get("findings") else "ran"
         rec["tools"][tool] = {"verdict": verdict, "findings": entry.get("findings", 0),
                               "seconds": entry.get("seconds")}
+        if entry.get("scope"):  # a run over the resident clusters only (see sim_worker)
+            rec["tools"][tool]["scope"] = entry["scope"]
         # "unable": the tool could not run the kernel; "incomplete": it could not certify it.
         # Neither is a finding, and neither is a pass. ("error" is a checker's finding.)
         if entry["verdict"] in ("unable", "incomplete"):
@@ -203,6 +205,8 @@ def simulate_case(case_dir: Path, tools: tuple[str, ...] = TOOLS, timeout: float
         write_inputs(data, meta, work)
         cmd = [exe, str(WORKER), str(case_dir), str(work), "--tools", ",".join(tools),
                "--workers", str(workers)]
+        if meta.get("resident") is not None:  # the first N clusters resident, the rest stolen by CLC
+            cmd += ["--resident", str(meta["resident"])]
         env = dict(os.environ)
         env.pop("PYTHONPATH", None)
         t0 = time.time()
@@ -225,6 +229,8 @@ def simulate_case(case_dir: Path, tools: tuple[str, ...] = TOOLS, timeout: float
             actual = {k: z[k] for k in z.files}
         rec.update(judge(meta, report["tools"], data["expected"], actual))
         rec["simulator"] = report.get("simulator")
+        if meta.get("resident") is not None:
+            rec["resident"] = meta["resident"]
         rec["seconds"] = round(time.time() - t0, 1)
         return rec
     finally:
