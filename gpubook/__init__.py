@@ -3,7 +3,7 @@
 Layers, each importing only those below it (tests/test_layers.py checks the import graph):
 
     book      sphinxext, lessons, the GEMM ladder as the chapters show it (gemm, ladder, gemm_hopper)
-    models    roofline, schedule, layouts, plots, fa4, fa4_timeline, fa4_protocol, gemm_model, pipeline_model
+    models    roofline, schedule, layouts, plots, fa4, fa4_timeline, fa4_protocol, gemm_model, pipeline_model, lowprec
     verify    check, compare, coverage, describe, export, replay, verdicts, simulate, sim_worker, matrix,
               manifest, gemm_check, static
     run       runtime, guard, bench, baselines, outcheck, clocks, trace, record, pack
@@ -22,7 +22,7 @@ from .run import (baselines, bench as _bench_module, clocks, guard, outcheck, pa
                   trace as _trace_module)
 from .verify import (check as _check_module, compare as _compare_module, coverage, describe, export,
                      gemm_check, matrix, replay, simulate, static, verdicts)
-from .models import fa4, fa4_protocol, fa4_timeline, gemm_model, layouts, pipeline_model, plots, roofline, schedule
+from .models import fa4, fa4_protocol, fa4_timeline, gemm_model, layouts, lowprec, pipeline_model, plots, roofline, schedule
 from .book import gemm, gemm_hopper, headline, ladder, lessons
 
 from .compile.build import BLACKWELL, HOPPER, Kernel, build, lower, target

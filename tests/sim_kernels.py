@@ -17,8 +17,16 @@ the launch of a CTA that has not started and computes that CTA's tile, until a c
 Planted bug "one_tile": a CTA stops after its first tile whatever the response says, so the
 tiles of cancelled CTAs are never computed. With every CTA resident no cancel succeeds and the
 bug is invisible; with fewer resident, it leaves tiles unwritten.
+
+`make_mx_gemm(bug)` is a one-CTA MXFP8 GEMM tile, D = (A · 2^SFA) (B · 2^SFB)ᵀ (128 × 128, K =
+MX_KT · 128, E4M3 in, one UE8M0 scale per 32 elements of K, fp32 out): per K tile the threads
+stage the tile's scales in shared memory in the layout `tcgen05.cp` reads, TMA brings A and B,
+and one thread copies the scales to tensor memory and issues the block-scaled MMAs
+(`.kind::mxf8f6f4.block_scale`), which it commits. Planted bug "stale_scales": every K tile
+uses the scales of the first, so only K blocks whose scales repeat come out right.
 """
 
+from tvm.backend.cuda.tile_primitive.gemm_async.tcgen05 import sf_smem_layout
 from tvm.backend.cuda.tile_primitive.tma_utils import SwizzleMode, mma_shared_layout
 from tvm.script import tirx as T
 from tvm.script.tirx import tile as Tx
@@ -31,6 +39,13 @@ STAGE_BYTES = (BLK_M + BLK_N) * BLK_K * 2
 D_REGS = TileLayout(S[(BLK_M, BLK_N) : (1 @ tid_in_wg, 1)])
 BUGS = (None, "half_tx", "parity", "no_commit_wait")
 CLC_TILES = 8
+MX_BM, MX_BN, MX_BK = 128, 128, 128     # an E4M3 K tile of 128 elements is one 128-byte swizzled row
+MX_KT = 3
+MX_M, MX_N, MX_K = MX_BM, MX_BN, MX_KT * MX_BK
+MX_SF_K = MX_BK // 32                    # UE8M0 scales per row per K tile
+MX_STAGE_BYTES = (MX_BM + MX_BN) * MX_BK
+MX_D_REGS = TileLayout(S[(MX_BM, MX_BN) : (1 @ tid_in_wg, 1)])
+MX_BUGS = (None, "stale_scales")
 CLC_BUGS = (None, "one_tile")
 
 
@@ -149,3 +164,86 @@ def make_clc_tiles(bug=None):
                 tile = -1
 
     return clc_tiles
+
+
+def _swizzled_fp8(*shape):
+    return mma_shared_layout("float8_e4m3fn", SwizzleMode.SWIZZLE_128B_ATOM, shape)
+
+
+def make_mx_gemm(bug=None):
+    assert bug in MX_BUGS, bug
+    sf_tile = 0 if bug == "stale_scales" else 1      # the K tile whose scales are staged: kt, or always 0
+
+    @T.prim_func
+    def mx_gemm(A: T.Buffer((MX_M, MX_K), "float8_e4m3fn"), B: T.Buffer((MX_N, MX_K), "float8_e4m3fn"),
+                SFA: T.Buffer((MX_M, MX_K // 32), "float8_e8m0fnu"), SFB: T.Buffer((MX_N, MX_K // 32), "float8_e8m0fnu"),
+                D: T.Buffer((MX_M, MX_N), "float32")):
+        T.device_entry()
+        _cta = T.cta_id([1])
+        _wg = T.warpgroup_id([1])
+        warp = T.warp_id_in_wg([4])
+        lane = T.lane_id([32])
+        pool = T.SMEMPool()
+        tmem_addr = pool.alloc((1,), "uint32")
+        tmem = T.TMEMPool(pool, total_cols=256, cta_group=1, tmem_addr=tmem_addr)
+        acc = tmem.alloc((MX_BM, MX_BN), "float32")
+        sfa_t = tmem.alloc_sf((MX_BM, MX_SF_K), "float8_e8m0fnu", sf_per_mma=1)
+        sfb_t = tmem.alloc_sf((MX_BN, MX_SF_K), "float8_e8m0fnu", sf_per_mma=1)
+        tmem.commit()
+        loaded = pool.alloc((1,), "uint64", align=8)
+        mma_done = pool.alloc((1,), "uint64", align=8)
+        pool.move_base_to(1024)
+        Asmem = pool.alloc((MX_BM, MX_BK), "float8_e4m3fn", layout=_swizzled_fp8(MX_BM, MX_BK))
+        Bsmem = pool.alloc((MX_BN, MX_BK), "float8_e4m3fn", layout=_swizzled_fp8(MX_BN, MX_BK))
+        sfa_s = pool.alloc((MX_BM, MX_SF_K), "float8_e8m0fnu", layout=sf_smem_layout(MX_BM, MX_SF_K, 1), align=128)
+        sfb_s = pool.alloc((MX_BN, MX_SF_K), "float8_e8m0fnu", layout=sf_smem_layout(MX_BN, MX_SF_K, 1), align=128)
+        pool.commit()
+        if warp == 0:
+            if lane == 0:
+                T.ptx.mbarrier.init.shared.b64(loaded.ptr_to([0]), T.uint32(1))
+                T.ptx.mbarrier.init.shared.b64(mma_done.ptr_to([0]), T.uint32(1))
+                T.ptx.fence.mbarrier_init.release.cluster()
+        T.ptx.tcgen05.fence__before_thread_sync()
+        T.cuda.cta_sync()
+        T.ptx.tcgen05.fence__after_thread_sync()
+        tid = T.meta_var(warp * 32 + lane)
+        for kt in T.serial(MX_KT):
+            k0 = T.meta_var(kt * MX_BK)
+            for j in T.unroll(MX_SF_K):
+                sfa_s[tid, j] = SFA[tid, kt * sf_tile * MX_SF_K + j]
+                sfb_s[tid, j] = SFB[tid, kt * sf_tile * MX_SF_K + j]
+            T.ptx.fence.proxy.async_.shared__cta()
+            if warp == 0:
+                if T.cuda.elect_sync():
+                    T.ptx.mbarrier.arrive.expect_tx.shared.b64(loaded.ptr_to([0]), T.uint32(MX_STAGE_BYTES))
+                    Tx.copy_async(Asmem[:, :], A[0:MX_BM, k0 : k0 + MX_BK], dispatch="tma_auto", mbar=loaded.ptr_to([0]))
+                    Tx.copy_async(Bsmem[:, :], B[0:MX_BN, k0 : k0 + MX_BK], dispatch="tma_auto", mbar=loaded.ptr_to([0]))
+            T.cuda.mbarrier_wait(loaded.ptr_to([0]), kt % 2)
+            T.cuda.cta_sync()
+            T.ptx.tcgen05.fence__after_thread_sync()
+            if warp == 0:
+                if T.cuda.elect_sync():
+                    Tx.copy_async(sfa_t[:, :], sfa_s[:, :])
+                    Tx.copy_async(sfb_t[:, :], sfb_s[:, :])
+                    Tx.gemm_async(acc[:, :], Asmem[:, :], Bsmem[:, :], sfa_t[:, :], sfb_t[:, :], accum=kt > 0,
+                                  dispatch="tcgen05", cta_group=1)
+                    T.ptx.tcgen05.commit.cta_group__1.mbarrier__arrive__one.shared__cluster.b64(mma_done.ptr_to([0]))
+                T.cuda.warp_sync()
+            T.cuda.mbarrier_wait(mma_done.ptr_to([0]), kt % 2)
+            T.ptx.tcgen05.fence__after_thread_sync()
+            T.ptx.tcgen05.fence__before_thread_sync()
+            T.cuda.cta_sync()
+            T.ptx.tcgen05.fence__after_thread_sync()
+        row = T.alloc_local((MX_BN,), "float32")
+        row_wg = row.view(MX_BM, MX_BN, layout=MX_D_REGS)
+        Tx.wg.copy_async(row_wg[:, :], acc[:, :])
+        T.ptx.tcgen05.wait__ld.sync.aligned()
+        for j in T.serial(MX_BN):
+            D[tid, j] = row[j]
+        T.ptx.tcgen05.fence__before_thread_sync()
+        T.cuda.cta_sync()
+        T.ptx.tcgen05.fence__after_thread_sync()
+        tmem.dealloc()
+
+    return mx_gemm
+

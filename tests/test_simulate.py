@@ -258,6 +258,46 @@ def test_fewer_resident_clusters_exercise_the_stealing_path(tmp_path, monkeypatc
         assert "2 resident clusters" in rec["tools"]["synccheck"]["scope"]
 
 
+def _export_mx_gemm(tmp_path, monkeypatch, bug):
+    import sim_kernels as sk
+
+    from gpubook.models import lowprec as lp
+
+    monkeypatch.setenv(export.EXPORT_ENV, str(tmp_path))
+    before = export.current_chapter()
+    export.set_chapter("simtest")
+    name = f"mx_gemm_{bug or 'ok'}"
+    g = torch.Generator().manual_seed(5)
+    # A's blocks of 32 span seven binades, so that every K block has a scale of its own
+    spread = torch.exp2(torch.randint(-3, 4, (sk.MX_M, sk.MX_K // 32), generator=g).float())
+    qa, sa = lp.mx_quantize(torch.randn(sk.MX_M, sk.MX_K, generator=g) * spread.repeat_interleave(32, 1))
+    qb, sb = lp.mx_quantize(torch.randn(sk.MX_N, sk.MX_K, generator=g))
+    want = (lp.mx_dequantize(qa, sa).double() @ lp.mx_dequantize(qb, sb).double().T).float()
+    args = [qa.to(torch.float8_e4m3fn), qb.to(torch.float8_e4m3fn), lp.ue8m0_codes(sa).view(torch.float8_e8m0fnu),
+            lp.ue8m0_codes(sb).view(torch.float8_e8m0fnu), torch.empty(sk.MX_M, sk.MX_N)]
+    try:
+        k = gb.build(sk.make_mx_gemm(bug), name=name)
+        assert ".kind::mxf8f6f4.block_scale" in k.ptx and "tcgen05.cp" in k.ptx
+        # every product of two E4M3 values and two powers of two is exact in fp32; what is left is
+        # K fp32 additions, each within 2^-24 of a partial sum bounded by sum |a| |b|
+        bound = (lp.mx_dequantize(qa, sa).abs().double() @ lp.mx_dequantize(qb, sb).abs().double().T).max()
+        gb.check(k, args, ref=lambda *a: want, rtol=0, atol=float(sk.MX_K * 2.0 ** -24 * bound))
+    finally:
+        export.set_chapter(before)
+    return tmp_path / "cases" / f"simtest--{name}--check"
+
+
+@pytest.mark.sim
+@needs_sim
+@pytest.mark.parametrize("bug, status", [(None, "simulated"), ("stale_scales", "failed")])
+def test_a_block_scaled_mma_follows_the_mx_formats(tmp_path, monkeypatch, bug, status):
+    """The simulator's MXFP8 MMA (E4M3 with UE8M0 scales staged through tcgen05.cp) computes the
+    product that gpubook.models.lowprec dequantizes to, and scales from the wrong K tile fail."""
+    rec = simulate.simulate_case(_export_mx_gemm(tmp_path, monkeypatch, bug), tools=("numbers",), timeout=1500)
+    assert rec["status"] == status, rec
+    assert rec["tools"]["numbers"]["verdict"] == ("match" if bug is None else "mismatch")
+
+
 def test_a_check_finds_only_a_simulation_with_its_own_residency(tmp_path, monkeypatch):
     from gpubook.facts import results
 

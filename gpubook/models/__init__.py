@@ -1,2 +1,2 @@
 """What the book computes about kernels without running them: the roofline, schedules, layouts, the FA4 and
-GEMM models, and their figures. Imports run, compile and facts."""
+GEMM models, the low-precision formats, and their figures. Imports run, compile and facts."""

@@ -41,6 +41,8 @@ def _inputs(work: Path) -> dict:
         a = data[name]
         if dtype == "bfloat16":  # carried as its bits: NumPy has no bfloat16 of its own
             a = a.view(ml_dtypes.bfloat16)
+        elif dtype.startswith("float8_"):  # and the float8 formats as their bytes
+            a = a.view(getattr(ml_dtypes, dtype))
         out[name] = a
     return out
 

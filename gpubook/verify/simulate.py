@@ -83,6 +83,8 @@ def _numpy(t: Any) -> Any:
     t = t.detach().contiguous().cpu()
     if t.dtype == torch.bfloat16:
         return t.view(torch.int16).numpy().view("uint16")
+    if t.element_size() == 1 and t.is_floating_point():   # the float8 formats: carried as their bytes
+        return t.view(torch.uint8).numpy()
     return t.numpy()
 
 
