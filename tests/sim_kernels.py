@@ -53,6 +53,22 @@ def _swizzled(*shape):
     return mma_shared_layout("float16", SwizzleMode.SWIZZLE_128B_ATOM, shape)
 
 
+@T.inline
+def store_and_free(D, acc, tmem, tid, layout):
+    """The epilogue of the one-tile kernels: thread tid reads row tid of the 128-row accumulator,
+    stores it to D, and the CTA frees its tensor memory once every read is done."""
+    row = T.alloc_local((D.shape[1],), "float32")
+    row_wg = row.view(D.shape[0], D.shape[1], layout=layout)
+    Tx.wg.copy_async(row_wg[:, :], acc[:, :])
+    T.ptx.tcgen05.wait__ld.sync.aligned()
+    for j in T.serial(D.shape[1]):
+        D[tid, j] = row[j]
+    T.ptx.tcgen05.fence__before_thread_sync()
+    T.cuda.cta_sync()
+    T.ptx.tcgen05.fence__after_thread_sync()
+    tmem.dealloc()
+
+
 def make_tma_gemm(bug=None):
     assert bug in BUGS, bug
     tx_bytes = STAGE_BYTES // 2 if bug == "half_tx" else STAGE_BYTES
@@ -106,16 +122,7 @@ def make_tma_gemm(bug=None):
             T.ptx.tcgen05.fence__before_thread_sync()
             T.cuda.cta_sync()
             T.ptx.tcgen05.fence__after_thread_sync()
-        row = T.alloc_local((BLK_N,), "float32")
-        row_wg = row.view(BLK_M, BLK_N, layout=D_REGS)
-        Tx.wg.copy_async(row_wg[:, :], acc[:, :])
-        T.ptx.tcgen05.wait__ld.sync.aligned()
-        for j in T.serial(BLK_N):
-            D[tid, j] = row[j]
-        T.ptx.tcgen05.fence__before_thread_sync()
-        T.cuda.cta_sync()
-        T.ptx.tcgen05.fence__after_thread_sync()
-        tmem.dealloc()
+        store_and_free(D, acc, tmem, tid, D_REGS)
 
     return tma_gemm
 
@@ -234,16 +241,7 @@ def make_mx_gemm(bug=None):
             T.ptx.tcgen05.fence__before_thread_sync()
             T.cuda.cta_sync()
             T.ptx.tcgen05.fence__after_thread_sync()
-        row = T.alloc_local((MX_BN,), "float32")
-        row_wg = row.view(MX_BM, MX_BN, layout=MX_D_REGS)
-        Tx.wg.copy_async(row_wg[:, :], acc[:, :])
-        T.ptx.tcgen05.wait__ld.sync.aligned()
-        for j in T.serial(MX_BN):
-            D[tid, j] = row[j]
-        T.ptx.tcgen05.fence__before_thread_sync()
-        T.cuda.cta_sync()
-        T.ptx.tcgen05.fence__after_thread_sync()
-        tmem.dealloc()
+        store_and_free(D, acc, tmem, tid, MX_D_REGS)
 
     return mx_gemm
 
