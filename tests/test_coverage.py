@@ -94,3 +94,18 @@ def test_kept_short_says_the_reason_only_where_a_case_falls_short():
     assert cov.kept_short(cov.ring, 4, 6, reason="slow").endswith("— slow")
     with pytest.raises(ValueError):
         cov.kept_short(cov.ring, 0, 6, reason="slow")
+
+
+def test_the_cost_of_a_simulation_comes_from_the_records(tmp_path):
+    import json
+
+    from gpubook.verify import coverage
+
+    run = {"gpu": "NumSim (CPU)", "arch": "sm_100a", "date": "2026-01-01", "simulator": "tirx-harness x"}
+    cases = [{"case": f"ch--{n}--check", "chapter": "ch", "name": n, "kind": "check", "status": "simulated",
+              "seconds": s} for n, s in (("gemm_v8_a", 19.2), ("gemm_v8_b", 164.6), ("other", 999.0))]
+    (tmp_path / "2026-01-01-numsim.json").write_text(json.dumps({"format": 2, "run": run, "cases": cases}))
+    assert coverage.sim_seconds("ch", r"^gemm_v8_", directory=tmp_path) == "19–165 s"
+    assert coverage.sim_seconds("ch", r"^gemm_v8_a", directory=tmp_path) == "19 s"
+    with pytest.raises(coverage.CoverageError, match="no simulation"):
+        coverage.sim_seconds("ch", r"^gemm_v9_", directory=tmp_path)
