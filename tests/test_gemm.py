@@ -158,6 +158,9 @@ def test_ladder_figure_draws_every_step():
     ax = fig.axes[0]
     assert len([p for p in ax.patches]) == 3
     assert any("none yet" in t.get_text() for t in ax.get_legend().get_texts())
+    # one shape for all: named once under the axis, so five labels never run into each other
+    assert [t.get_text() for t in ax.get_xticklabels()] == ["step 3", "step 4", "step 5"]
+    assert "4096 × 4096 × 4096" in ax.get_xlabel()
 
 
 def _old(x):

@@ -263,8 +263,13 @@ def plot_ladder(rows: Sequence[Row], gpu: GPU = B200) -> Any:
     ax.set_yscale("log")
     ax.set_ylim(1, gpu.bf16_flops / 1e12 * 3)
     ax.set_xticks(xs)
-    ax.set_xticklabels([f"step {r.step}\n{' × '.join(map(str, r.shape))}" for r in rows],
-                       fontsize=SIZES["tick"])
+    shapes = {r.shape for r in rows}
+    if len(shapes) == 1:   # one shape for every step: said once, in the axis label, not under each bar
+        ax.set_xticklabels([f"step {r.step}" for r in rows], fontsize=SIZES["tick"])
+        ax.set_xlabel(f"all at {' × '.join(map(str, rows[0].shape))}", fontsize=SIZES["tick"])
+    else:
+        ax.set_xticklabels([f"step {r.step}\n{'×'.join(map(str, r.shape))}" for r in rows],
+                           fontsize=SIZES["tick"])
     ax.set_ylabel("TFLOP/s (log scale)")
     ax.grid(True, axis="y", color="#dddddd", lw=0.6)
     ax.legend(loc="lower right", fontsize=SIZES["legend"], facecolor="white", framealpha=1.0)
