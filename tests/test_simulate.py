@@ -11,6 +11,7 @@ with the reason where none exists:
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 from pathlib import Path
@@ -183,22 +184,29 @@ needs_sim = pytest.mark.skipif(simulate.simulator_version() is None,
                                       "(Python 3.12+) or set GPUBOOK_SIM_PYTHON")
 
 
-def _export_tma_gemm(tmp_path, monkeypatch, bug):
-    import sim_kernels as sk
-
+@contextlib.contextmanager
+def _simtest_export(tmp_path, monkeypatch, name):
+    """Checks inside export into tmp_path, as chapter "simtest"; yields the case folder of `name`."""
     monkeypatch.setenv(export.EXPORT_ENV, str(tmp_path))
     before = export.current_chapter()
     export.set_chapter("simtest")
     try:
+        yield tmp_path / "cases" / f"simtest--{name}--check"
+    finally:
+        export.set_chapter(before)
+
+
+def _export_tma_gemm(tmp_path, monkeypatch, bug):
+    import sim_kernels as sk
+
+    with _simtest_export(tmp_path, monkeypatch, f"tma_gemm_{bug or 'ok'}") as case:
         k = gb.build(sk.make_tma_gemm(bug), name=f"tma_gemm_{bug or 'ok'}", expect_tx_mismatch=bug == "half_tx")
         A = gb.seeded((sk.M, sk.K), "float16", seed=1)
         B = gb.seeded((sk.N, sk.K), "float16", seed=2)
         r = gb.check(k, [A, B, torch.empty(sk.M, sk.N)], ref=lambda A, B, D: A.float() @ B.float().T,
                      rtol=0, atol=1e-3)
         assert not r.passed
-    finally:
-        export.set_chapter(before)
-    return tmp_path / "cases" / f"simtest--tma_gemm_{bug or 'ok'}--check"
+    return case
 
 
 @pytest.mark.sim
@@ -222,18 +230,12 @@ def test_a_planted_protocol_bug_fails_simulation(tmp_path, monkeypatch, bug):
 def _export_clc_tiles(tmp_path, monkeypatch, bug, resident):
     import sim_kernels as sk
 
-    monkeypatch.setenv(export.EXPORT_ENV, str(tmp_path))
-    before = export.current_chapter()
-    export.set_chapter("simtest")
     name = f"clc_tiles_{bug or 'ok'}_{resident or 'all'}"
-    try:
+    with _simtest_export(tmp_path, monkeypatch, name) as case:
         k = gb.build(sk.make_clc_tiles(bug), name=name)
         expected = torch.arange(sk.CLC_TILES * 32, dtype=torch.int32).view(sk.CLC_TILES, 32)
         gb.check(k, [torch.empty(sk.CLC_TILES, 32, dtype=torch.int32)], ref=lambda out: expected,
                  resident=resident)
-    finally:
-        export.set_chapter(before)
-    case = tmp_path / "cases" / f"simtest--{name}--check"
     assert json.loads((case / "case.json").read_text()).get("resident") == resident
     return case
 
@@ -263,9 +265,6 @@ def _export_mx_gemm(tmp_path, monkeypatch, bug):
 
     from gpubook.models import lowprec as lp
 
-    monkeypatch.setenv(export.EXPORT_ENV, str(tmp_path))
-    before = export.current_chapter()
-    export.set_chapter("simtest")
     name = f"mx_gemm_{bug or 'ok'}"
     g = torch.Generator().manual_seed(5)
     # A's blocks of 32 span seven binades, so that every K block has a scale of its own
@@ -275,16 +274,14 @@ def _export_mx_gemm(tmp_path, monkeypatch, bug):
     want = (lp.mx_dequantize(qa, sa).double() @ lp.mx_dequantize(qb, sb).double().T).float()
     args = [qa.to(torch.float8_e4m3fn), qb.to(torch.float8_e4m3fn), lp.ue8m0_codes(sa).view(torch.float8_e8m0fnu),
             lp.ue8m0_codes(sb).view(torch.float8_e8m0fnu), torch.empty(sk.MX_M, sk.MX_N)]
-    try:
+    with _simtest_export(tmp_path, monkeypatch, name) as case:
         k = gb.build(sk.make_mx_gemm(bug), name=name)
         assert ".kind::mxf8f6f4.block_scale" in k.ptx and "tcgen05.cp" in k.ptx
         # every product of two E4M3 values and two powers of two is exact in fp32; what is left is
         # K fp32 additions, each within 2^-24 of a partial sum bounded by sum |a| |b|
         bound = (lp.mx_dequantize(qa, sa).abs().double() @ lp.mx_dequantize(qb, sb).abs().double().T).max()
         gb.check(k, args, ref=lambda *a: want, rtol=0, atol=float(sk.MX_K * 2.0 ** -24 * bound))
-    finally:
-        export.set_chapter(before)
-    return tmp_path / "cases" / f"simtest--{name}--check"
+    return case
 
 
 @pytest.mark.sim

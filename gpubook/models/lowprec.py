@@ -77,7 +77,6 @@ E4M3 = Format("E4M3", 4, 3, 7, 448.0)
 E5M2 = Format("E5M2", 5, 2, 15, 57344.0)
 E2M1 = Format("E2M1", 2, 1, 1, 6.0)
 UE4M3 = Format("UE4M3", 4, 3, 7, 448.0, signed=False)
-FORMATS = {f.name: f for f in (E4M3, E5M2, E2M1, UE4M3)}
 UE8M0_BIAS = 127   # a UE8M0 code e means 2^(e - 127); 255 is NaN
 
 
@@ -155,12 +154,10 @@ def e2m1_codes(q: Any) -> Any:
     """The 4-bit codes (uint8, 0..15) of E2M1 values: sign in bit 3, then exponent and mantissa."""
     import torch
 
-    grid = torch.tensor(E2M1.values())
-    mag = q.abs().float()
-    idx = (mag[..., None] == grid).nonzero()
-    if idx.shape[0] != mag.numel():
+    hit = q.abs().float()[..., None] == torch.tensor(E2M1.values())
+    if not bool(hit.any(dim=-1).all()):
         raise ValueError("not every value is an E2M1 value")
-    code = torch.argmax((mag[..., None] == grid).to(torch.uint8), dim=-1).to(torch.uint8)
+    code = torch.argmax(hit.to(torch.uint8), dim=-1).to(torch.uint8)
     return code | (torch.signbit(q.float()).to(torch.uint8) << 3)
 
 

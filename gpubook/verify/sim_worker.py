@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     from tirx_harness import numsim
 
     report: dict = {"simulator": f"tirx-harness {tirx_harness.__version__}",
-                    "python": sys.version.split()[0], "tools": {}, "resident": args.resident}
+                    "python": sys.version.split()[0], "tools": {}}
     out_path = args.work / "report.json"
 
     def save() -> None:
