@@ -98,3 +98,40 @@ def test_bad_blocks_and_signs_are_refused():
         lp.mx_quantize(torch.zeros(4, 48))
     with pytest.raises(ValueError, match="unsigned"):
         lp.round_to(torch.tensor([-1.0]), lp.UE4M3)
+
+
+def test_the_ceil_rule_never_saturates_and_the_floor_rule_does():
+    x = torch.tensor([[480.0] + [1.0] * 31])                    # amax above 448, in E4M3's top binade
+    (q_floor, s_floor), (q_ceil, s_ceil) = (lp.mx_quantize(x, lp.E4M3, rule=r) for r in ("floor", "ceil"))
+    assert s_floor.item() == 0 and q_floor[0, 0].item() == 448.0     # saturated
+    assert s_ceil.item() == 1 and lp.mx_dequantize(q_ceil, s_ceil)[0, 0].item() == 480.0   # 240 x 2, exact
+    g = torch.Generator().manual_seed(4)
+    y = torch.randn(128, 512, generator=g)
+    q, s = lp.mx_quantize(y, lp.E4M3, rule="ceil")
+    assert bool((q.abs() <= lp.E4M3.max_value).all())
+    amax = y.abs().reshape(128, -1, 32).amax(-1)
+    assert bool((amax / torch.exp2(s.float()) <= lp.E4M3.max_value).all())
+    assert bool((amax / torch.exp2(s.float() - 1) > lp.E4M3.max_value).all())   # the smallest such power
+    with pytest.raises(ValueError, match="unknown scale rule"):
+        lp.mx_scale_exponents(y, lp.E4M3, rule="round")
+
+
+def test_the_tiled_scale_layout_is_the_one_tcgen05_cp_reads():
+    from tvm.backend.cuda.tile_primitive.gemm_async.tcgen05 import sf_smem_layout
+
+    codes = torch.randint(0, 255, (300, 20), dtype=torch.uint8, generator=torch.Generator().manual_seed(2))
+    tiled = lp.blocked_scales(codes, pad=127)
+    assert tiled.shape == (3, 5, 512) and torch.equal(lp.unblocked_scales(tiled, 300, 20), codes)
+    full = lp.unblocked_scales(tiled, 384, 20)                        # rows 300..383 are padding
+    assert bool((full[300:] == 127).all())
+    strides = [int(it.stride) for it in sf_smem_layout(128, 4, 1).shard]      # (r div 32, r mod 32, k)
+    for r, k in ((0, 0), (1, 0), (31, 3), (32, 0), (100, 2), (127, 3)):
+        off = (r // 32) * strides[0] + (r % 32) * strides[1] + k * strides[2]
+        assert tiled[1, 2, off] == codes[128 + r, 8 + k]
+
+
+def test_the_rowwise_error_weighs_every_row_alike():
+    x = torch.stack([torch.ones(64), torch.full((64,), 1e-6)])
+    approx = torch.stack([torch.ones(64), torch.zeros(64)])          # the small row lost entirely
+    assert lp.relative_rms_error(x, approx) < 1e-5
+    assert lp.rowwise_relative_rms_error(x, approx) == pytest.approx(0.5)

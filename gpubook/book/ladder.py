@@ -116,13 +116,29 @@ def chapter_source(chapter: str, name: str, chapters_dir: Path | str | None = No
     raise KeyError(f"no top-level def {name}(...) in a code cell of {chapter}.md")
 
 
-def load_factory(chapter: str, name: str, namespace: dict[str, Any]) -> Callable[..., Any]:
+def chapter_cells(chapter: str, containing: str, chapters_dir: Path | str | None = None) -> list[str]:
+    """The code cells of chapters/<chapter>.md whose source contains `containing`, in order."""
+    text = (Path(chapters_dir or CHAPTERS_DIR) / f"{chapter}.md").read_text()
+    cells = re.findall(r"```\{code-cell\}[^\n]*\n(.*?)\n```", text, flags=re.S)
+    return [c for c in cells if containing in c]
+
+
+def load_factory(chapter: str, name: str, namespace: dict[str, Any],
+                 edits: Sequence[tuple[str, str]] = ()) -> Callable[..., Any]:
     """Define chapter `chapter`'s function `name` in `namespace` (which must hold the names it
-    uses) and return it: a kernel of an earlier chapter, rebuilt to find its replays."""
+    uses) and return it: a kernel of an earlier chapter, rebuilt to find its replays.
+
+    `edits` are (old, new) replacements applied to the source first, each old text occurring
+    exactly once: a planted defect, to show that the chapter's check fails on it."""
     import linecache
 
     src = chapter_source(chapter, name) + "\n"
-    filename = str(CHAPTERS_DIR / f"{chapter}.md:{name}")  # TIRx's parser reads the source back
+    for old, new in edits:
+        if src.count(old) != 1:
+            raise ValueError(f"{chapter}:{name}: {old!r} occurs {src.count(old)} times, not once")
+        src = src.replace(old, new)
+    tag = f"~{abs(hash(tuple(edits))):x}" if edits else ""
+    filename = str(CHAPTERS_DIR / f"{chapter}.md:{name}{tag}")  # TIRx's parser reads the source back
     linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
     exec(compile(src, filename, "exec"), namespace)
     return namespace[name]

@@ -97,21 +97,35 @@ def round_to(x: Any, fmt: Format) -> Any:
     return torch.where(x < 0, -q, q)
 
 
-def mx_scale_exponents(x: Any, fmt: Format, block: int = MX_BLOCK) -> Any:
-    """The shared exponent s of each block of `block` elements along the last dimension:
-    floor(log2(amax)) - emax, clamped to UE8M0's range [-127, 127] (an all-zero block gets -127)."""
+SCALE_RULES = ("floor", "ceil")
+
+
+def mx_scale_exponents(x: Any, fmt: Format, block: int = MX_BLOCK, rule: str = "floor") -> Any:
+    """The shared exponent s of each block of `block` elements along the last dimension,
+    clamped to UE8M0's range [-127, 127] (an all-zero block gets -127).
+
+    rule "floor" is the OCP conversion: s = floor(log2(amax)) - emax, which puts amax in the
+    format's top binade [2^emax, 2^(emax+1)) and saturates it where that binade stops short of
+    2^(emax+1) (E4M3: 448 < 512). rule "ceil": s = ceil(log2(amax / max_value)), the smallest
+    power of two that leaves amax representable; no element saturates."""
     import torch
 
+    if rule not in SCALE_RULES:
+        raise ValueError(f"unknown scale rule {rule!r}; known: {', '.join(SCALE_RULES)}")
     blocks = _blocks(x, block)
-    amax = blocks.abs().amax(dim=-1)
-    s = torch.floor(torch.log2(amax.clamp(min=2.0 ** -127))) - fmt.emax
+    amax = blocks.abs().amax(dim=-1).double().clamp(min=2.0 ** -127)
+    if rule == "floor":
+        s = torch.floor(torch.log2(amax)) - fmt.emax
+    else:
+        s = torch.ceil(torch.log2(amax / fmt.max_value))
     return s.clamp(-UE8M0_BIAS, UE8M0_BIAS).to(torch.int32)
 
 
-def mx_quantize(x: Any, fmt: Format = E4M3, block: int = MX_BLOCK) -> tuple[Any, Any]:
+def mx_quantize(x: Any, fmt: Format = E4M3, block: int = MX_BLOCK, rule: str = "floor") -> tuple[Any, Any]:
     """(elements, scale exponents): elements in `fmt` (float32 tensor of representable values,
-    the shape of x), one exponent per block of the last dimension (int32, shape [..., K / block])."""
-    s = mx_scale_exponents(x, fmt, block)
+    the shape of x), one exponent per block of the last dimension (int32, shape [..., K / block]).
+    `rule` chooses the exponent (see `mx_scale_exponents`)."""
+    s = mx_scale_exponents(x, fmt, block, rule)
     blocks = _blocks(x.float(), block)
     q = round_to(blocks / _exp2(s)[..., None], fmt)
     return q.reshape(x.shape), s
@@ -178,10 +192,44 @@ def unpack_e2m1(b: Any) -> Any:
     return torch.stack((grid[lo], grid[hi]), dim=-1).reshape(*b.shape[:-1], 2 * b.shape[-1])
 
 
+SF_ROWS, SF_COLS = 128, 4   # one block of the tiled scale layout: 128 rows x 4 scales, 512 bytes
+
+
+def blocked_scales(codes: Any, pad: int) -> Any:
+    """Scale bytes (uint8, rows x scales per row) in the tiled layout that `tcgen05.mma` reads
+    (and cuBLAS's block-scaled GEMMs take): the matrix cut into blocks of 128 rows x 4 scales,
+    blocks row-block-major, each block 512 contiguous bytes in which the scale of row r, column
+    k sits at byte 16 (r mod 32) + 4 (r div 32) + k. Rows and columns are padded to whole
+    blocks with the code `pad`. Shape (row blocks, column blocks, 512)."""
+    import torch
+
+    r, c = codes.shape
+    rb, cb = -(-r // SF_ROWS), -(-c // SF_COLS)
+    full = torch.full((rb * SF_ROWS, cb * SF_COLS), pad, dtype=torch.uint8)
+    full[:r, :c] = codes
+    # (rb, 4, 32, cb, 4) -> (rb, cb, 32, 4, 4): lane r mod 32 first, then r div 32, then k
+    t = full.view(rb, SF_COLS, 32, cb, SF_COLS).permute(0, 3, 2, 1, 4)
+    return t.reshape(rb, cb, SF_ROWS * SF_COLS).contiguous()
+
+
+def unblocked_scales(blocked: Any, rows: int, cols: int) -> Any:
+    """The inverse of `blocked_scales`, padding dropped."""
+    rb, cb, _ = blocked.shape
+    t = blocked.view(rb, cb, 32, SF_COLS, SF_COLS).permute(0, 3, 2, 1, 4)
+    return t.reshape(rb * SF_ROWS, cb * SF_COLS)[:rows, :cols].contiguous()
+
+
 def relative_rms_error(x: Any, approx: Any) -> float:
     """sqrt(mean((approx - x)^2) / mean(x^2))."""
     x, approx = x.double(), approx.double()
     return float(((approx - x).pow(2).mean() / x.pow(2).mean()).sqrt())
+
+
+def rowwise_relative_rms_error(x: Any, approx: Any) -> float:
+    """The relative RMS error of each row (last dimension), averaged over the rows: a row of
+    small values that rounds to zero counts as much as a row of large ones."""
+    x, approx = x.double(), approx.double()
+    return float(((approx - x).pow(2).mean(dim=-1) / x.pow(2).mean(dim=-1)).sqrt().mean())
 
 
 def _blocks(x: Any, block: int) -> Any:

@@ -1,0 +1,88 @@
+"""Chapter 12's check fails on the defects the chapter warns about.
+
+Each case plants one defect in the chapter's own `make_mx_gemm` (a text edit of its source,
+`gg.load_factory(..., edits=...)`), builds it at the chapter's check shape and simulates the
+chapter's check: the scales of the wrong stage, K tile or row block must make the numbers
+mismatch, and a copy from a stage the TMA has not filled must be a race. The unmodified kernel
+passes the same simulation.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+import gpubook as gb
+from gpubook import export, simulate
+from gpubook import gemm as gg
+from gpubook.book import blockscaled as bs
+
+CHAPTER = "12-block-scaled"
+needs_sim = pytest.mark.skipif(simulate.simulator_version() is None,
+                               reason="no simulator interpreter: make .venv-sim from requirements-sim.txt")
+
+DEFECTS = {
+    "the MMA reads the next stage's scale columns": (
+        [("sfa_t[use.stage, :, :], sfb_t[use.stage, :, :],", "sfa_t[use.stage, :, :], sfb_t[(use.stage + 1) % STAGES, :, :],")],
+        "mismatch"),
+    "every K tile loads the scales of the first": (
+        [("SFA.ptr_to([sched.m_idx, kt, 0])", "SFA.ptr_to([sched.m_idx, 0, 0])")], "mismatch"),
+    "B's scales taken by A's row block": (
+        [("SFB.ptr_to([sched.n_idx, kt, 0])", "SFB.ptr_to([sched.m_idx % NB, kt, 0])")], "mismatch"),
+    "A's scales copied from a stage not yet full": (
+        [("Tx.copy_async(sfa_t[use.stage, :, :], sfa_s[use.stage, :, :])",
+          "Tx.copy_async(sfa_t[use.stage, :, :], sfa_s[(use.stage + 1) % STAGES, :, :])")], "race"),
+}
+
+
+def _namespace() -> dict:
+    """The names `make_mx_gemm` uses: the chapter's imports and constants, from its own cells."""
+    ns: dict = {"__name__": "chapter12"}
+    for marker in ("gb.set_chapter(", "BLK_M, BLK_N, BLK_K = ", "STAGE_BYTES = "):
+        (cell,) = gg.chapter_cells(CHAPTER, marker)
+        exec(compile(cell, f"{CHAPTER}:{marker}", "exec"), ns)
+    return ns
+
+
+SIZE_CELL = "SIZE = (328, 200, 5 * BLK_K)"     # the chapter's check shape, asserted below
+
+
+def _simulate(tmp_path: Path, monkeypatch, name: str, edits, tools=("numbers", "racecheck")) -> dict:
+    before = export.current_chapter()
+    ns = _namespace()
+    assert gg.chapter_cells(CHAPTER, SIZE_CELL), "the chapter's check shape changed: update SIZE_CELL"
+    make = gg.load_factory(CHAPTER, "make_mx_gemm", ns, edits=edits)
+    size = (328, 200, 5 * ns["BLK_K"])
+    monkeypatch.setenv(export.EXPORT_ENV, str(tmp_path))
+    export.set_chapter("simtest")
+    try:
+        k = gb.build(make(*size, ctas=2, group=2), name=name)
+        bs.check(k, *size)
+    finally:
+        export.set_chapter(before)
+    return simulate.simulate_case(tmp_path / "cases" / f"simtest--{name}--check", tools=tools, timeout=900,
+                                  workers=min(2, os.cpu_count() or 1))
+
+
+@pytest.mark.sim
+@needs_sim
+def test_the_chapters_kernel_passes_its_check_in_simulation(tmp_path, monkeypatch):
+    rec = _simulate(tmp_path, monkeypatch, "mx_gemm_ok", ())
+    assert rec["status"] == "simulated", rec
+    assert rec["tools"]["numbers"]["verdict"] == "match" and rec["tools"]["racecheck"]["verdict"] == "clean"
+
+
+@pytest.mark.sim
+@needs_sim
+@pytest.mark.parametrize("defect", list(DEFECTS))
+def test_the_chapters_check_fails_on_a_planted_defect(tmp_path, monkeypatch, defect):
+    edits, how = DEFECTS[defect]
+    tools = ("numbers",) if how == "mismatch" else ("racecheck",)      # the tool that must object
+    rec = _simulate(tmp_path, monkeypatch, f"mx_gemm_defect{list(DEFECTS).index(defect)}", edits, tools)
+    assert rec["status"] == "failed", rec
+    if how == "mismatch":
+        assert rec["tools"]["numbers"]["verdict"] == "mismatch", rec
+    else:
+        assert rec["tools"]["racecheck"]["verdict"] not in ("clean", "unable"), rec
