@@ -18,7 +18,26 @@ BASELINES: dict[str, Callable[..., Any]] = {
     "sdpa_flash_causal": lambda q, k, v, o: _sdpa(q, k, v, o, causal=True, backend="FLASH_ATTENTION"),
     "sdpa_cudnn": lambda q, k, v, o: _sdpa(q, k, v, o, causal=False, backend="CUDNN_ATTENTION"),
     "sdpa_cudnn_causal": lambda q, k, v, o: _sdpa(q, k, v, o, causal=True, backend="CUDNN_ATTENTION"),
+    # FP8 GEMMs D = (sa A)(sb B)ᵀ through cuBLASLt (torch._scaled_mm), over the kernels' arguments
+    # A (M x K), B (N x K), both float8 and K-major, their scales SA, SB (float32) and D (bf16).
+    # One scale per tensor (SA, SB of one element): cuBLASLt's own accumulation, which adds the
+    # tensor core's partial sums into fp32 as it goes, or its fast accumulation, which does not.
+    "scaled_mm_tensor": lambda a, b, sa, sb, d: _scaled_mm(a, b, sa, sb),
+    "scaled_mm_tensor_fast": lambda a, b, sa, sb, d: _scaled_mm(a, b, sa, sb, fast_accum=True),
+    # Block scales: SA (K/128 x M), one per row of A and 128-wide K block, stored M-major; SB
+    # (N/128 x K/128), one per 128 x 128 block of B.
+    "scaled_mm_blockwise": lambda a, b, sa, sb, d: _scaled_mm(a, b, sa.t(), sb.t()),
 }
+
+
+def _scaled_mm(a: Any, b: Any, sa: Any, sb: Any, fast_accum: bool = False) -> Any:
+    """torch._scaled_mm on A and Bᵀ (a column-major view of the K-major B), bf16 out; the scales'
+    shapes pick the scaling (one element each: per tensor; SA.T of M x K/128 with SB.T of
+    K/128 x N/128: blockwise 1 x 128 by 128 x 128). Returns a new tensor and leaves `d` alone."""
+    import torch
+
+    return torch._scaled_mm(a, b.t(), scale_a=sa, scale_b=sb, out_dtype=torch.bfloat16,
+                            use_fast_accum=fast_accum)
 
 
 def _sdpa(q: Any, k: Any, v: Any, o: Any, causal: bool, backend: str | None = None) -> Any:
