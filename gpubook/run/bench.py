@@ -246,15 +246,25 @@ def time_fn(fn: Callable[[], Any], warmup: int = 10, repeat: int = 50, flush: st
     return statistics.median(time_samples(fn, warmup, repeat, flush, flush_bytes))
 
 
+FP8_DTYPES = ("float8_e4m3fn", "float8_e5m2")
+
+
 def random_args(params: Sequence[Any], device: str = "cuda", seed: int = 0) -> list[Any]:
-    """Random tensors matching a kernel's parameters, made on `device`."""
+    """Random tensors matching a kernel's parameters, made on `device`: standard normal values
+    rounded to each floating-point dtype (float8 included), except that in a kernel with float8
+    tensors a float32 parameter whose name starts with S is a scale, uniform in [0.5, 1)."""
     import torch
 
     g = torch.Generator(device=device).manual_seed(seed)
+    fp8 = any(p.dtype in FP8_DTYPES for p in params)
     out = []
     for p in params:
         dt = getattr(torch, p.dtype)
-        if dt.is_floating_point:
+        if fp8 and p.dtype == "float32" and p.name.upper().startswith("S"):
+            # the scales of an FP8 GEMM (SA, SB): positive, in [0.5, 1), so that the scaled
+            # products keep the inputs' range and |sa sb a b| <= |a b|
+            out.append(0.5 + 0.5 * torch.rand(p.shape, generator=g, device=device))
+        elif dt.is_floating_point:
             out.append(torch.randn(p.shape, generator=g, device=device, dtype=torch.float32).to(dt))
         else:
             out.append(torch.randint(-8, 8, p.shape, generator=g, device=device).to(dt))
