@@ -17,9 +17,10 @@ _PEAK_OF_DTYPE = {
     "bfloat16": "bf16", "bf16": "bf16", "float16": "bf16", "fp16": "bf16", "half": "bf16",
     "float8_e4m3fn": "fp8", "float8_e5m2": "fp8", "float8_e4m3fnuz": "fp8",
     "float8_e5m2fnuz": "fp8", "e4m3": "fp8", "e5m2": "fp8", "fp8": "fp8",
+    "float4_e2m1fn": "fp4", "float4_e2m1fn_x2": "fp4", "e2m1": "fp4", "fp4": "fp4",
     "float32": "fp32", "fp32": "fp32", "float": "fp32",
 }
-PEAK_LABELS = {"bf16": "bf16/fp16 tensor", "fp8": "fp8 tensor", "fp32": "FP32"}
+PEAK_LABELS = {"bf16": "bf16/fp16 tensor", "fp8": "fp8 tensor", "fp4": "fp4 tensor", "fp32": "FP32"}
 
 
 @dataclass(frozen=True)
@@ -40,6 +41,7 @@ class GPU:
     device_names: tuple[str, ...] = ()  # torch.cuda.get_device_name() spellings of exactly this GPU
     fp32_lanes_per_sm: int = 128  # FP32 add/mul/FMA results per SM per clock
     sfu_per_sm: int = 16  # special-function (MUFU: exp2, rcp, ...) results per SM per clock
+    fp4_flops: float = 0.0  # FLOP/s, dense fp4 tensor core (NVFP4, MXFP4); 0 where there is none
     source: str = SOURCES
 
     @property
@@ -69,13 +71,17 @@ class GPU:
 
     def peak_flops(self, dtype: str | None) -> float:
         """The FLOP/s peak a rate of `dtype` is measured against: bf16/fp16 -> tensor cores,
-        fp8 -> fp8 tensor cores, fp32 -> the FP32 pipes (non-tensor). None means bf16."""
-        return getattr(self, {"bf16": "bf16_flops", "fp8": "fp8_flops", "fp32": "fp32_flops"}[
-            peak_kind(dtype)])
+        fp8 and fp4 -> their tensor cores, fp32 -> the FP32 pipes (non-tensor). None means bf16."""
+        kind = peak_kind(dtype)
+        flops = getattr(self, {"bf16": "bf16_flops", "fp8": "fp8_flops", "fp4": "fp4_flops",
+                               "fp32": "fp32_flops"}[kind])
+        if not flops:
+            raise ValueError(f"the {self.name} has no {PEAK_LABELS[kind]} peak")
+        return flops
 
 
 def peak_kind(dtype: str | None) -> str:
-    """'bf16', 'fp8' or 'fp32': which peak FLOP rates of `dtype` count against."""
+    """'bf16', 'fp8', 'fp4' or 'fp32': which peak FLOP rates of `dtype` count against."""
     if dtype is None:
         return "bf16"
     key = str(dtype).removeprefix("torch.").lower()
@@ -88,7 +94,7 @@ def peak_kind(dtype: str | None) -> str:
 KB = 1024
 MiB = 1024 * 1024
 B200 = GPU("B200", "sm_100a", (10, 0), 148, 2250e12, 4500e12, 8.0e12, 180e9, 126e6,
-           228 * KB, 128 * 512 * 4, device_names=("NVIDIA B200",))
+           228 * KB, 128 * 512 * 4, device_names=("NVIDIA B200",), fp4_flops=9000e12)
 H200 = GPU("H200", "sm_90a", (9, 0), 132, 989e12, 1979e12, 4.8e12, 141e9, 60 * MiB, 228 * KB, 0,
            device_names=("NVIDIA H200",))
 H100 = GPU("H100", "sm_90a", (9, 0), 132, 989e12, 1979e12, 3.35e12, 80e9, 50e6, 228 * KB, 0,
