@@ -24,6 +24,19 @@ stage the tile's scales in shared memory in the layout `tcgen05.cp` reads, TMA b
 and one thread copies the scales to tensor memory and issues the block-scaled MMAs
 (`.kind::mxf8f6f4.block_scale`), which it commits. Planted bug "stale_scales": every K tile
 uses the scales of the first, so only K blocks whose scales repeat come out right.
+
+`make_nvfp4_gemm(bug)` is the same tile in NVFP4, D = alpha (A · SFA) (B · SFB)ᵀ (128 × 128,
+K = NV_KT · 256, E2M1 in, one UE4M3 scale per 16 elements of K, fp32 out). The E2M1 operands
+are kernel parameters `float4_e2m1fn[rows, K]` (passed as `torch.float4_e2m1fn_x2` of shape
+(rows, K / 2)); TMA moves them through a uint8 view of the same bytes, 128 bytes (256 elements)
+per row and K tile into a 128B-swizzled uint8 tile, which the MMA reads through a
+`float4_e2m1fn` view, packed two to a byte as `.kind::mxf4nvf4` wants them. The scales
+(`float8_e4m3fn`, positive) are staged in `sf_smem_layout(rows, 16, 4)` and copied to tensor
+memory (`alloc_sf(..., sf_per_mma=4)`), and `.kind::mxf4nvf4.block_scale.scale_vec::4X` takes
+four per 64-element MMA. NVFP4's per-tensor fp32 scales are applied in the epilogue: `alpha`,
+a one-element fp32 tensor, holds g_A g_B. Planted bug "swapped_blocks": each block of 16
+elements of A takes its neighbour's scale, as a kernel indexing the scales in blocks of 32
+would.
 """
 
 from tvm.backend.cuda.tile_primitive.gemm_async.tcgen05 import sf_smem_layout
@@ -245,3 +258,98 @@ def make_mx_gemm(bug=None):
 
     return mx_gemm
 
+
+
+NV_BM, NV_BN, NV_BK = 128, 128, 256     # an E2M1 K tile of 256 elements is one 128-byte swizzled row
+NV_KT = 3
+NV_M, NV_N, NV_K = NV_BM, NV_BN, NV_KT * NV_BK
+NV_SF_K = NV_BK // 16                    # UE4M3 scales per row per K tile
+NV_STAGE_BYTES = (NV_BM + NV_BN) * NV_BK // 2
+NV_D_REGS = TileLayout(S[(NV_BM, NV_BN) : (1 @ tid_in_wg, 1)])
+NV_BUGS = (None, "swapped_blocks")
+
+
+def _swizzled_bytes(*shape):
+    return mma_shared_layout("uint8", SwizzleMode.SWIZZLE_128B_ATOM, shape)
+
+
+def make_nvfp4_gemm(bug=None):
+    assert bug in NV_BUGS, bug
+    swap = 1 if bug == "swapped_blocks" else 0    # stage the scale of the neighbouring 16-block
+
+    @T.prim_func
+    def nvfp4_gemm(A: T.Buffer((NV_M, NV_K), "float4_e2m1fn"), B: T.Buffer((NV_N, NV_K), "float4_e2m1fn"),
+                   SFA: T.Buffer((NV_M, NV_K // 16), "float8_e4m3fn"), SFB: T.Buffer((NV_N, NV_K // 16), "float8_e4m3fn"),
+                   alpha: T.Buffer((1,), "float32"), D: T.Buffer((NV_M, NV_N), "float32")):
+        T.device_entry()
+        _cta = T.cta_id([1])
+        _wg = T.warpgroup_id([1])
+        warp = T.warp_id_in_wg([4])
+        lane = T.lane_id([32])
+        A_bytes = A.view("uint8")
+        B_bytes = B.view("uint8")
+        pool = T.SMEMPool()
+        tmem_addr = pool.alloc((1,), "uint32")
+        tmem = T.TMEMPool(pool, total_cols=256, cta_group=1, tmem_addr=tmem_addr)
+        acc = tmem.alloc((NV_BM, NV_BN), "float32")
+        sfa_t = tmem.alloc_sf((NV_BM, NV_SF_K), "float8_e4m3fn", sf_per_mma=4)
+        sfb_t = tmem.alloc_sf((NV_BN, NV_SF_K), "float8_e4m3fn", sf_per_mma=4)
+        tmem.commit()
+        loaded = pool.alloc((1,), "uint64", align=8)
+        mma_done = pool.alloc((1,), "uint64", align=8)
+        pool.move_base_to(1024)
+        Abuf = pool.alloc((NV_BM, NV_BK // 2), "uint8", layout=_swizzled_bytes(NV_BM, NV_BK // 2))
+        Bbuf = pool.alloc((NV_BN, NV_BK // 2), "uint8", layout=_swizzled_bytes(NV_BN, NV_BK // 2))
+        sfa_s = pool.alloc((NV_BM, NV_SF_K), "float8_e4m3fn", layout=sf_smem_layout(NV_BM, NV_SF_K, 4), align=128)
+        sfb_s = pool.alloc((NV_BN, NV_SF_K), "float8_e4m3fn", layout=sf_smem_layout(NV_BN, NV_SF_K, 4), align=128)
+        pool.commit()
+        Asmem = Abuf.view("float4_e2m1fn")
+        Bsmem = Bbuf.view("float4_e2m1fn")
+        if warp == 0:
+            if lane == 0:
+                T.ptx.mbarrier.init.shared.b64(loaded.ptr_to([0]), T.uint32(1))
+                T.ptx.mbarrier.init.shared.b64(mma_done.ptr_to([0]), T.uint32(1))
+                T.ptx.fence.mbarrier_init.release.cluster()
+        T.ptx.tcgen05.fence__before_thread_sync()
+        T.cuda.cta_sync()
+        T.ptx.tcgen05.fence__after_thread_sync()
+        tid = T.meta_var(warp * 32 + lane)
+        for kt in T.serial(NV_KT):
+            b0 = T.meta_var(kt * NV_BK // 2)
+            for j in T.unroll(NV_SF_K):
+                sfa_s[tid, j] = SFA[tid, kt * NV_SF_K + (j ^ swap)]
+                sfb_s[tid, j] = SFB[tid, kt * NV_SF_K + j]
+            T.ptx.fence.proxy.async_.shared__cta()
+            if warp == 0:
+                if T.cuda.elect_sync():
+                    T.ptx.mbarrier.arrive.expect_tx.shared.b64(loaded.ptr_to([0]), T.uint32(NV_STAGE_BYTES))
+                    Tx.copy_async(Abuf[:, :], A_bytes[0:NV_BM, b0 : b0 + NV_BK // 2], dispatch="tma_auto", mbar=loaded.ptr_to([0]))
+                    Tx.copy_async(Bbuf[:, :], B_bytes[0:NV_BN, b0 : b0 + NV_BK // 2], dispatch="tma_auto", mbar=loaded.ptr_to([0]))
+            T.cuda.mbarrier_wait(loaded.ptr_to([0]), kt % 2)
+            T.cuda.cta_sync()
+            T.ptx.tcgen05.fence__after_thread_sync()
+            if warp == 0:
+                if T.cuda.elect_sync():
+                    Tx.copy_async(sfa_t[:, :], sfa_s[:, :])
+                    Tx.copy_async(sfb_t[:, :], sfb_s[:, :])
+                    Tx.gemm_async(acc[:, :], Asmem[:, :], Bsmem[:, :], sfa_t[:, :], sfb_t[:, :], accum=kt > 0,
+                                  dispatch="tcgen05", cta_group=1)
+                    T.ptx.tcgen05.commit.cta_group__1.mbarrier__arrive__one.shared__cluster.b64(mma_done.ptr_to([0]))
+                T.cuda.warp_sync()
+            T.cuda.mbarrier_wait(mma_done.ptr_to([0]), kt % 2)
+            T.ptx.tcgen05.fence__after_thread_sync()
+            T.ptx.tcgen05.fence__before_thread_sync()
+            T.cuda.cta_sync()
+            T.ptx.tcgen05.fence__after_thread_sync()
+        row = T.alloc_local((NV_BN,), "float32")
+        row_wg = row.view(NV_BM, NV_BN, layout=NV_D_REGS)
+        Tx.wg.copy_async(row_wg[:, :], acc[:, :])
+        T.ptx.tcgen05.wait__ld.sync.aligned()
+        for j in T.serial(NV_BN):
+            D[tid, j] = row[j] * alpha[0]
+        T.ptx.tcgen05.fence__before_thread_sync()
+        T.cuda.cta_sync()
+        T.ptx.tcgen05.fence__after_thread_sync()
+        tmem.dealloc()
+
+    return nvfp4_gemm

@@ -295,6 +295,56 @@ def test_a_block_scaled_mma_follows_the_mx_formats(tmp_path, monkeypatch, bug, s
     assert rec["tools"]["numbers"]["verdict"] == ("match" if bug is None else "mismatch")
 
 
+def _nvfp4_operands(sk):
+    """NVFP4 operands of the one-tile kernel: A's blocks of 16 span seven binades, so that every
+    block's scale differs from its neighbour's; (args, reference, the bound of the sums)."""
+    from gpubook.models import lowprec as lp
+
+    g = torch.Generator().manual_seed(7)
+    spread = torch.exp2(torch.randint(-3, 4, (sk.NV_M, sk.NV_K // 16), generator=g).float())
+    qa, sa, ga = lp.nvfp4_quantize(torch.randn(sk.NV_M, sk.NV_K, generator=g) * spread.repeat_interleave(16, 1))
+    qb, sb, gb_ = lp.nvfp4_quantize(torch.randn(sk.NV_N, sk.NV_K, generator=g))
+    a, b = lp.nvfp4_dequantize(qa, sa, ga).double(), lp.nvfp4_dequantize(qb, sb, gb_).double()
+    want = (a @ b.T).float()
+    bound = float((a.abs() @ b.abs().T).max())
+    # E2M1 travels two to a byte as torch.float4_e2m1fn_x2 (M, K / 2); the block scales, positive
+    # E4M3 values, as float8_e4m3fn; the tensor scales' product is the epilogue's alpha
+    args = [lp.pack_e2m1(qa).view(torch.float4_e2m1fn_x2), lp.pack_e2m1(qb).view(torch.float4_e2m1fn_x2),
+            sa.to(torch.float8_e4m3fn), sb.to(torch.float8_e4m3fn), torch.tensor([ga * gb_], dtype=torch.float32),
+            torch.empty(sk.NV_M, sk.NV_N)]
+    return args, want, bound
+
+
+def _export_nvfp4_gemm(tmp_path, monkeypatch, bug):
+    import sim_kernels as sk
+
+    name = f"nvfp4_gemm_{bug or 'ok'}"
+    args, want, bound = _nvfp4_operands(sk)
+    with _simtest_export(tmp_path, monkeypatch, name) as case:
+        k = gb.build(sk.make_nvfp4_gemm(bug), name=name)
+        assert ".kind::mxf4nvf4.block_scale.scale_vec::4X" in k.ptx and "tcgen05.cp" in k.ptx
+        # An E2M1 value has two significant bits and a UE4M3 scale four, so each product of two
+        # scaled elements has at most twelve and is exact in fp32 (its exponent stays far inside
+        # fp32's range). What is left is K fp32 additions, each within 2^-24 of a partial sum
+        # bounded by sum |a| |b|, then two roundings of 2^-24 each: alpha = g_A g_B to fp32 and
+        # the product of the sum with it.
+        gb.check(k, args, ref=lambda *a: want, rtol=0, atol=float((sk.NV_K + 2) * 2.0 ** -24 * bound))
+    return case
+
+
+@pytest.mark.sim
+@needs_sim
+@pytest.mark.parametrize("bug, status", [(None, "simulated"), ("swapped_blocks", "failed")])
+def test_an_nvfp4_mma_follows_the_format(tmp_path, monkeypatch, bug, status):
+    """The simulator's NVFP4 MMA (packed E2M1 with UE4M3 scales per 16 elements, staged through
+    tcgen05.cp, kind::mxf4nvf4 with scale_vec::4X, the tensor scales in the epilogue) computes the
+    product that gpubook.models.lowprec dequantizes to, and each block taking its neighbour's
+    scale fails."""
+    rec = simulate.simulate_case(_export_nvfp4_gemm(tmp_path, monkeypatch, bug), tools=("numbers",), timeout=1500)
+    assert rec["status"] == status, rec
+    assert rec["tools"]["numbers"]["verdict"] == ("match" if bug is None else "mismatch")
+
+
 def test_a_check_finds_only_a_simulation_with_its_own_residency(tmp_path, monkeypatch):
     from gpubook.facts import results
 

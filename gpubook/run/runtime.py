@@ -79,15 +79,33 @@ def _load_runtime_libraries() -> None:
     _state["ready"] = True
 
 
+def packed_view(p: Param, t: Any) -> Any:
+    """The tensor `t` that holds a sub-byte parameter (a `torch.float4_e2m1fn_x2` of shape
+    (M, K / 2) for `float4_e2m1fn[M, K]`) as the kernel declares it: a tvm_ffi view of the same
+    bytes with the kernel's shape and dtype, one lane per element. (DLPack would hand TVM the
+    tensor as it is, two-lane elements of half the count, which the kernel's argument check
+    refuses.) The view keeps `t` alive."""
+    import tvm_ffi
+
+    create_view = tvm_ffi.get_global_func("runtime.TVMTensorCreateView")
+    return create_view(tvm_ffi.from_dlpack(t), tvm_ffi.Shape(p.shape), tvm_ffi.dtype(p.dtype), 0)
+
+
+def kernel_args(params: Sequence[Param], args: Sequence[Any]) -> list[Any]:
+    """The arguments as the compiled kernel takes them: sub-byte tensors as `packed_view`s."""
+    return [packed_view(p, a) if p.packed > 1 else a for p, a in zip(params, args)]
+
+
 class Launcher:
     """A loaded kernel: validates its arguments, then launches it on the current stream."""
 
     def __init__(self, fn: Callable[..., Any], name: str, params: Sequence[Param], arch: str):
         self._fn, self.name, self.params, self.arch = fn, name, list(params), arch
+        self._packed = any(p.packed > 1 for p in self.params)
 
     def __call__(self, *args: Any) -> None:
         validate(self.name, self.params, args, device=DEVICE)
-        self._fn(*args)
+        self._fn(*(kernel_args(self.params, args) if self._packed else args))
 
 
 def load(so_path: str, name: str, params: Sequence[Param], arch: str | None = None) -> Launcher:

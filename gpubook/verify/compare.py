@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Sequence
 
+from ..compile.signature import PACKED
 from ..run import guard, runtime
 from .describe import describe_stress
 
@@ -51,15 +52,50 @@ def tolerance(dtype: str, rtol: float | None = None, atol: float | None = None) 
     return (base[0] if rtol is None else rtol, base[1] if atol is None else atol)
 
 
+# The values of the 16 E2M1 codes (sign in bit 3): how a packed fp4 tensor is compared.
+E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, -0.0, -0.5, -1.0, -1.5, -2.0, -3.0, -4.0, -6.0)
+PACKED_DTYPES = tuple(torch_name for torch_name, _ in PACKED.values())  # PyTorch's sub-byte storage
+
+
+def _is_packed(t: Any) -> bool:
+    return str(t.dtype).removeprefix("torch.") in PACKED_DTYPES
+
+
+def as_float64(t: Any, device: Any = "cpu") -> Any:
+    """A float64 copy of `t` on `device`; a packed E2M1 tensor (M, K / 2) becomes its values
+    (M, K), the element in the low four bits of each byte first."""
+    import torch
+
+    t = t.detach().to(device)
+    if _is_packed(t):
+        b = t.contiguous().view(torch.uint8).long()
+        grid = torch.tensor(E2M1_VALUES, dtype=torch.float64, device=t.device)
+        return torch.stack((grid[b & 0xF], grid[b >> 4]), dim=-1).reshape(*b.shape[:-1], 2 * b.shape[-1])
+    return t.to(torch.float64)
+
+
+def from_bytes(param: Any, array: Any) -> Any:
+    """A NumPy output as the tensor a GPU run leaves: one carried as bytes (float8, packed E2M1)
+    becomes a tensor of the parameter's PyTorch dtype and shape (`param` None: as it is)."""
+    import numpy as np
+    import torch
+
+    if param is None or array.dtype != np.uint8 or param.torch_dtype == "uint8":
+        return torch.from_numpy(array)
+    raw = torch.from_numpy(np.ascontiguousarray(array).reshape(-1).copy())
+    return raw.view(getattr(torch, param.torch_dtype)).reshape(param.torch_shape)
+
+
 def compare(name: str, out: Any, expected: Any, rtol: float, atol: float) -> tuple[float, float]:
     """Raise CheckError unless |out - expected| <= atol + rtol*|expected| everywhere (NaN fails).
 
-    Returns (max abs error, max rel error). Works on CPU tensors.
+    Returns (max abs error, max rel error). Works on CPU tensors; packed E2M1 tensors compare
+    by their values.
     """
     import torch
 
-    o = out.detach().to("cpu", torch.float64)
-    e = expected.detach().to("cpu", torch.float64)
+    o = as_float64(out)
+    e = as_float64(expected)
     if o.shape != e.shape:
         raise CheckError(f"{name}: output shape {tuple(o.shape)} != reference shape {tuple(e.shape)}")
     diff = (o - e).abs()
@@ -80,8 +116,17 @@ def compare(name: str, out: Any, expected: Any, rtol: float, atol: float) -> tup
     return abs_err, rel_err
 
 
+# What a packed E2M1 output holds before the run: every code is a value (E2M1 has no NaN), so the
+# poison is -6 in both halves of each byte, the format's most negative value.
+PACKED_POISON = 0xFF
+
+
 def _poison(t: Any) -> None:
-    if t.is_floating_point():
+    if _is_packed(t):
+        import torch
+
+        t.view(torch.uint8).fill_(PACKED_POISON)
+    elif t.is_floating_point():
         t.fill_(float("nan"))
     else:
         t.fill_(-0x5A5A5A5A if t.element_size() >= 4 else -0x5A)
@@ -92,8 +137,11 @@ def shuffled(t: Any, seed: int) -> Any:
     import torch
 
     g = torch.Generator().manual_seed(seed)
-    flat = t.detach().to("cpu").reshape(-1)
-    return flat[torch.randperm(flat.numel(), generator=g)].reshape(t.shape).contiguous()
+    flat = t.detach().to("cpu").contiguous().reshape(-1)
+    if _is_packed(t):  # no indexing on packed E2M1: shuffle its bytes, pairs of elements
+        flat = flat.view(torch.uint8)
+    out = flat[torch.randperm(flat.numel(), generator=g)]
+    return out.view(t.dtype).reshape(t.shape).contiguous()
 
 
 @dataclass
@@ -111,7 +159,7 @@ def _guarded(launcher: Any, args: Sequence[Any]) -> list[Any]:
     out = []
     for p, a in zip(launcher.params, args):
         if a is None:
-            out.append(guard.allocate(p.name, p.shape, p.dtype, runtime.DEVICE))
+            out.append(guard.allocate(p.name, p.torch_shape, p.torch_dtype, runtime.DEVICE))
         else:
             out.append(guard.guarded_copy(p.name, a, runtime.DEVICE))
     return out
@@ -173,7 +221,7 @@ def stress_run(launcher: Any, variants: Sequence[tuple[Sequence[Any], Sequence[A
         all_guards += guards
         limits = []
         for i, e, (rtol, atol) in zip(outputs, expected, tols):
-            e64 = e.to(dev, torch.float64)
+            e64 = as_float64(e, dev)
             limits.append((i, e64, atol + rtol * e64.abs()))
         sets.append(([g.view for g in guards], limits))
     bad = torch.zeros(launches, dtype=torch.int64, device=dev)
@@ -185,7 +233,7 @@ def stress_run(launcher: Any, variants: Sequence[tuple[Sequence[Any], Sequence[A
             _poison(dev_args[i])
         launcher(*dev_args)
         for i, e64, limit in limits:
-            diff = (dev_args[i].to(torch.float64) - e64).abs()
+            diff = (as_float64(dev_args[i], dev) - e64).abs()
             bad[n] += (~(diff <= limit)).sum()  # NaN lands here
             worst[n] = torch.maximum(worst[n], torch.nan_to_num(diff, nan=inf).max())
     runtime.synchronize()

@@ -43,6 +43,8 @@ def _inputs(work: Path) -> dict:
             a = a.view(ml_dtypes.bfloat16)
         elif dtype.startswith("float8_"):  # and the float8 formats as their bytes
             a = a.view(getattr(ml_dtypes, dtype))
+        elif dtype == "float4_e2m1fn":  # packed E2M1, two to a byte (low nibble first): NumSim
+            a = np.ascontiguousarray(a, dtype=np.uint8)  # takes a buffer of them as its uint8 bytes
         out[name] = a
     return out
 
@@ -134,7 +136,11 @@ def main(argv: list[str] | None = None) -> int:
                 arrays = {}
                 for name in outputs:
                     a = np.asarray(res.outputs[name])
-                    arrays[name] = a.astype(np.float32) if a.dtype.name == "bfloat16" else a
+                    if a.dtype.name == "bfloat16":
+                        a = a.astype(np.float32)
+                    elif a.dtype.itemsize == 1 and a.dtype.kind not in "iub":  # float8 and E2M1: bytes
+                        a = a.view(np.uint8)
+                    arrays[name] = a
                 np.savez(args.work / "outputs.npz", **arrays)
                 diags = [d for d in res.diagnostics if d.get("status") == "review"]
                 entry = {"verdict": "review" if diags else "clean", "findings": len(diags),

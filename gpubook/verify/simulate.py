@@ -33,6 +33,7 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+from ..compile.signature import Param
 from ..facts.paths import REPO
 
 ROOT = REPO
@@ -65,13 +66,15 @@ def blackwell_only(meta: dict[str, Any]) -> bool:
     return "sm_100a" in meta.get("runs_on", []) and "sm_90a" not in meta.get("runs_on", [])
 
 
-def _poisoned(shape: tuple[int, ...], dtype: str) -> Any:
-    """An output before the run: NaN for floating point, a sentinel for integers (as on a GPU)."""
+def _poisoned(param: Param) -> Any:
+    """An output before the run, as PyTorch holds it: NaN, or a sentinel where there is none."""
     import torch
 
-    t = torch.empty(shape, dtype=getattr(torch, dtype))
-    if t.is_floating_point():
-        t.fill_(float("nan"))
+    from .compare import _poison
+
+    t = torch.empty(param.torch_shape, dtype=getattr(torch, param.torch_dtype))
+    if t.is_floating_point():  # NaN, and packed E2M1 (which has none) as compare._poison fills it
+        _poison(t)
     else:
         t.fill_(-0x5A5A5A5B if t.element_size() >= 4 else -0x5B)
     return t
@@ -83,7 +86,7 @@ def _numpy(t: Any) -> Any:
     t = t.detach().contiguous().cpu()
     if t.dtype == torch.bfloat16:
         return t.view(torch.int16).numpy().view("uint16")
-    if t.element_size() == 1 and t.is_floating_point():   # the float8 formats: carried as their bytes
+    if t.element_size() == 1 and t.is_floating_point():   # float8 and packed E2M1: carried as bytes
         return t.view(torch.uint8).numpy()
     return t.numpy()
 
@@ -98,7 +101,7 @@ def write_inputs(data: dict[str, Any], meta: dict[str, Any], work: Path) -> None
     outputs = [meta["params"][i]["name"] for i in meta["outputs"]]  # in the order of `expected`
     for i, p in enumerate(meta["params"]):
         if i in meta["outputs"] or args[i] is None:
-            t = _poisoned(tuple(p["shape"]), p["dtype"])
+            t = _poisoned(Param.from_json(p))
         else:
             t = args[i]
         arrays[p["name"]] = _numpy(t)
@@ -121,10 +124,9 @@ def _finding_line(entry: dict[str, Any]) -> str:
 def judge(meta: dict[str, Any], tools: dict[str, Any], expected: list[Any],
           actual: dict[str, Any] | None) -> dict[str, Any]:
     """The case's record from the tools' reports and the outputs NumSim computed."""
-    import torch
+    from .compare import CheckError, compare, from_bytes
 
-    from .compare import CheckError, compare
-
+    params = {p["name"]: Param.from_json(p) for p in meta.get("params", [])}
     rec: dict[str, Any] = {"tools": {}}
     problems: list[str] = []
     errors: list[str] = []
@@ -153,7 +155,7 @@ def judge(meta: dict[str, Any], tools: dict[str, Any], expected: list[Any],
             try:
                 for k, name in enumerate(actual):
                     rtol, atol = meta["tolerances"][k]
-                    a, r = compare(name, torch.from_numpy(actual[name]), expected[k], rtol, atol)
+                    a, r = compare(name, from_bytes(params.get(name), actual[name]), expected[k], rtol, atol)
                     abs_err, rel_err = max(abs_err, a), max(rel_err, r)
                 rec.update(max_abs_error=abs_err, max_rel_error=rel_err)
                 rec["tools"]["numbers"]["verdict"] = "match"
