@@ -1,6 +1,6 @@
 """Chapter 12's check fails on the defects the chapter warns about.
 
-Each case plants one defect in the chapter's own `make_mx_gemm` (a text edit of its source,
+Each case plants one defect in the chapter's own `make_mx_gemm` or `make_nvfp4_gemm` (a text edit of its source,
 `gg.load_factory(..., edits=...)`), builds it at the chapter's check shape and simulates the
 chapter's check: the scales of the wrong stage, K tile or row block must make the numbers
 mismatch, and a copy from a stage the TMA has not filled must be a race. The unmodified kernel
@@ -23,43 +23,52 @@ CHAPTER = "12-block-scaled"
 needs_sim = pytest.mark.skipif(simulate.simulator_version() is None,
                                reason="no simulator interpreter: make .venv-sim from requirements-sim.txt")
 
-DEFECTS = {
-    "the MMA reads the next stage's scale columns": (
+DEFECTS = {   # defect: (factory, edits, what must object)
+    "the MMA reads the next stage's scale columns": ("make_mx_gemm",
         [("sfa_t[use.stage, :, :], sfb_t[use.stage, :, :],", "sfa_t[use.stage, :, :], sfb_t[(use.stage + 1) % STAGES, :, :],")],
         "mismatch"),
-    "every K tile loads the scales of the first": (
+    "every K tile loads the scales of the first": ("make_mx_gemm",
         [("SFA.ptr_to([sched.m_idx, kt, 0])", "SFA.ptr_to([sched.m_idx, 0, 0])")], "mismatch"),
-    "B's scales taken by A's row block": (
+    "B's scales taken by A's row block": ("make_mx_gemm",
         [("SFB.ptr_to([sched.n_idx, kt, 0])", "SFB.ptr_to([sched.m_idx % NB, kt, 0])")], "mismatch"),
-    "A's scales copied from a stage not yet full": (
+    "A's scales copied from a stage not yet full": ("make_mx_gemm",
         [("Tx.copy_async(sfa_t[use.stage, :, :], sfa_s[use.stage, :, :])",
           "Tx.copy_async(sfa_t[use.stage, :, :], sfa_s[(use.stage + 1) % STAGES, :, :])")], "race"),
+    "NVFP4 scales fetched one 512-byte block per K tile, as for MX": ("make_nvfp4_gemm",
+        [("SFA.ptr_to([sched.m_idx, kt * NV_SF_K // 4, 0])", "SFA.ptr_to([sched.m_idx, kt, 0])")], "mismatch"),
+    "NVFP4's tensor scale left out of the epilogue": ("make_nvfp4_gemm",
+        [("row[j] = row[j] * alpha[0]", "row[j] = row[j] * 1.0")], "mismatch"),
 }
+SIZES = {"make_mx_gemm": (328, 200, 5 * 128), "make_nvfp4_gemm": (328, 200, 4 * 256)}   # the chapter's
+RECIPES = {"make_mx_gemm": bs.MXFP8, "make_nvfp4_gemm": bs.NVFP4}
 
 
 def _namespace() -> dict:
     """The names `make_mx_gemm` uses: the chapter's imports and constants, from its own cells."""
     ns: dict = {"__name__": "chapter12"}
-    for marker in ("gb.set_chapter(", "BLK_M, BLK_N, BLK_K = ", "STAGE_BYTES = "):
+    for marker in ("gb.set_chapter(", "BLK_M, BLK_N, BLK_K = ", "STAGE_BYTES = (BLK_M + BLK_N) * BLK_K + 2",
+                   "NV_BLK_K = 256"):
         (cell,) = gg.chapter_cells(CHAPTER, marker)
         exec(compile(cell, f"{CHAPTER}:{marker}", "exec"), ns)
     return ns
 
 
-SIZE_CELL = "SIZE = (328, 200, 5 * BLK_K)"     # the chapter's check shape, asserted below
+SIZE_CELLS = ("SIZE = (328, 200, 5 * BLK_K)", "NV_SIZE = (328, 200, 4 * NV_BLK_K)")   # asserted below
 
 
-def _simulate(tmp_path: Path, monkeypatch, name: str, edits, tools=("numbers", "racecheck")) -> dict:
+def _simulate(tmp_path: Path, monkeypatch, name: str, factory: str, edits, tools=("numbers", "racecheck")) -> dict:
     before = export.current_chapter()
     ns = _namespace()
-    assert gg.chapter_cells(CHAPTER, SIZE_CELL), "the chapter's check shape changed: update SIZE_CELL"
-    make = gg.load_factory(CHAPTER, "make_mx_gemm", ns, edits=edits)
-    size = (328, 200, 5 * ns["BLK_K"])
+    assert all(gg.chapter_cells(CHAPTER, c) for c in SIZE_CELLS), "the chapter's check shapes changed"
+    if factory == "make_nvfp4_gemm":
+        gg.load_factory(CHAPTER, "make_mx_gemm", ns)
+    make = gg.load_factory(CHAPTER, factory, ns, edits=edits)
+    size = SIZES[factory]
     monkeypatch.setenv(export.EXPORT_ENV, str(tmp_path))
     export.set_chapter("simtest")
     try:
         k = gb.build(make(*size, ctas=2, group=2), name=name)
-        bs.check(k, *size)
+        bs.check(k, *size, recipe=RECIPES[factory])
     finally:
         export.set_chapter(before)
     return simulate.simulate_case(tmp_path / "cases" / f"simtest--{name}--check", tools=tools, timeout=900,
@@ -69,7 +78,7 @@ def _simulate(tmp_path: Path, monkeypatch, name: str, edits, tools=("numbers", "
 @pytest.mark.sim
 @needs_sim
 def test_the_chapters_kernel_passes_its_check_in_simulation(tmp_path, monkeypatch):
-    rec = _simulate(tmp_path, monkeypatch, "mx_gemm_ok", ())
+    rec = _simulate(tmp_path, monkeypatch, "mx_gemm_ok", "make_mx_gemm", ())
     assert rec["status"] == "simulated", rec
     assert rec["tools"]["numbers"]["verdict"] == "match" and rec["tools"]["racecheck"]["verdict"] == "clean"
 
@@ -78,9 +87,9 @@ def test_the_chapters_kernel_passes_its_check_in_simulation(tmp_path, monkeypatc
 @needs_sim
 @pytest.mark.parametrize("defect", list(DEFECTS))
 def test_the_chapters_check_fails_on_a_planted_defect(tmp_path, monkeypatch, defect):
-    edits, how = DEFECTS[defect]
+    factory, edits, how = DEFECTS[defect]
     tools = ("numbers",) if how == "mismatch" else ("racecheck",)      # the tool that must object
-    rec = _simulate(tmp_path, monkeypatch, f"mx_gemm_defect{list(DEFECTS).index(defect)}", edits, tools)
+    rec = _simulate(tmp_path, monkeypatch, f"bs_gemm_defect{list(DEFECTS).index(defect)}", factory, edits, tools)
     assert rec["status"] == "failed", rec
     if how == "mismatch":
         assert rec["tools"]["numbers"]["verdict"] == "mismatch", rec

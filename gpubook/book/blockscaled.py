@@ -240,3 +240,30 @@ class BlockScaledGemm:
         arch = runtime.local_arch()
         runtime.load(kern.export(arch), kern.name, kern.params, arch)(A, B, SA, SB, *rest, D)
         return D
+
+
+def plot_errors(names: Sequence[str], groups: dict[str, Sequence[float]], xlabel: str) -> Any:
+    """Grouped horizontal bars on a log axis: one row per name (a format), one bar per group
+    (a kind of data), each labelled with its value."""
+    from ..models.plots import PAGE_WIDTH_IN, PALETTE, SIZES, _new_axes
+
+    fig, ax = _new_axes(None, size=(PAGE_WIDTH_IN, 1.0 + 0.55 * len(names) * max(len(groups), 1) ** 0.5))
+    h = 0.8 / max(len(groups), 1)
+    colors = list(PALETTE.values())
+    values = [v for vs in groups.values() for v in vs]
+    for n, (group, vals) in enumerate(groups.items()):
+        offset = (n - (len(groups) - 1) / 2) * h
+        ys = [i + offset for i in range(len(names))]
+        ax.barh(ys, vals, height=h, color=colors[n % len(colors)], label=group, gid=f"errors-{n}")
+        for y, v in zip(ys, vals):
+            ax.text(v * 1.15, y, f"{v:.1e}", va="center", fontsize=SIZES["note"], color=PALETTE["black"])
+    ax.set_yticks(list(range(len(names))), list(names))
+    ax.set_xscale("log")
+    ax.set_xlim(min(values) / 3, max(values) * 12)
+    ax.set_xlabel(xlabel)
+    ax.invert_yaxis()
+    ax.grid(True, axis="x", color="#dddddd", lw=0.6)
+    ax.set_axisbelow(True)
+    ax.legend(loc="lower right", fontsize=SIZES["legend"], facecolor="white", framealpha=1.0)
+    fig.tight_layout()
+    return fig

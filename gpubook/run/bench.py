@@ -11,6 +11,7 @@ from . import record
 from . import runtime
 from .baselines import BASELINES, baseline_names  # noqa: F401  (re-exported)
 from ..facts.hardware import GPUS, PEAK_LABELS, gpu_for, peak_kind
+from .inputs import FP8_DTYPES, flop_dtype, random_args  # noqa: F401 - the timed cases' inputs
 
 
 def _recorded_baselines(rec: dict[str, Any]) -> dict[str, float]:
@@ -244,46 +245,6 @@ def time_fn(fn: Callable[[], Any], warmup: int = 10, repeat: int = 50, flush: st
             flush_bytes: int = FLUSH_BYTES) -> float:
     """Median milliseconds of fn() with CUDA events, the L2 flushed before each repeat."""
     return statistics.median(time_samples(fn, warmup, repeat, flush, flush_bytes))
-
-
-FP8_DTYPES = ("float8_e4m3fn", "float8_e5m2")
-
-
-def random_args(params: Sequence[Any], device: str = "cuda", seed: int = 0) -> list[Any]:
-    """Random tensors matching a kernel's parameters, made on `device`: standard normal values
-    rounded to each floating-point dtype (float8 included), except that in a kernel with float8
-    tensors a float32 parameter whose name starts with S is a scale, uniform in [0.5, 1)."""
-    import torch
-
-    g = torch.Generator(device=device).manual_seed(seed)
-    fp8 = any(p.dtype in FP8_DTYPES for p in params)
-    out = []
-    for p in params:
-        dt = getattr(torch, p.dtype)
-        if fp8 and p.dtype == "float32" and p.name.upper().startswith("S"):
-            # the scales of an FP8 GEMM (SA, SB): positive, in [0.5, 1), so that the scaled
-            # products keep the inputs' range and |sa sb a b| <= |a b|
-            out.append(0.5 + 0.5 * torch.rand(p.shape, generator=g, device=device))
-        elif dt.is_floating_point:
-            out.append(torch.randn(p.shape, generator=g, device=device, dtype=torch.float32).to(dt))
-        else:
-            out.append(torch.randint(-8, 8, p.shape, generator=g, device=device).to(dt))
-    return out
-
-
-def flop_dtype(params: Sequence[Any]) -> str | None:
-    """The dtype a kernel's FLOPs are counted in when bench is not told: its narrowest
-    floating-point parameter (fp8 before bf16/fp16 before fp32), or None without one."""
-    kinds = {}
-    for p in params:
-        try:
-            kinds.setdefault(peak_kind(p.dtype), p.dtype)
-        except ValueError:
-            continue
-    for kind in ("fp8", "bf16", "fp32"):
-        if kind in kinds:
-            return kinds[kind]
-    return None
 
 
 def bench(kernel: Any, bytes: float | None = None, flops: float | None = None,
