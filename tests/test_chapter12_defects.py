@@ -1,10 +1,11 @@
 """Chapter 12's check fails on the defects the chapter warns about.
 
-Each case plants one defect in the chapter's own `make_mx_gemm` or `make_nvfp4_gemm` (a text edit of its source,
-`gg.load_factory(..., edits=...)`), builds it at the chapter's check shape and simulates the
-chapter's check: the scales of the wrong stage, K tile or row block must make the numbers
-mismatch, and a copy from a stage the TMA has not filled must be a race. The unmodified kernel
-passes the same simulation.
+Each case plants one defect in the chapter's own `make_mx_gemm`, `make_nvfp4_gemm` or
+`make_mx_gemm_2cta` (a text edit of its source, `gg.load_factory(..., edits=...)`), builds it at
+the chapter's check shape and simulates the chapter's check: the scales of the wrong stage, K
+tile or row block must make the numbers mismatch, a copy from a stage the TMA has not filled
+must be a race, and a pair's barrier announcing fewer bytes than land on it must fail the
+synchronisation check. The unmodified kernel passes the same simulation.
 """
 
 from __future__ import annotations
@@ -38,22 +39,29 @@ DEFECTS = {   # defect: (factory, edits, what must object)
         [("SFA.ptr_to([sched.m_idx, kt * NV_SF_K // 4, 0])", "SFA.ptr_to([sched.m_idx, kt, 0])")], "mismatch"),
     "NVFP4's tensor scale left out of the epilogue": ("make_nvfp4_gemm",
         [("row[j] = row[j] * alpha[0]", "row[j] = row[j] * 1.0")], "mismatch"),
+    "both CTAs of a pair load the first half of B's scales": ("make_mx_gemm_2cta",
+        [("SFB_boxes[sched.n_idx * 2 + rank, kt, :, :]", "SFB_boxes[sched.n_idx * 2, kt, :, :]")], "mismatch"),
+    "the leader's expect_tx leaves out the peer's half of B's scales": ("make_mx_gemm_2cta",
+        [("ring.full.arrive(load.stage, 2 * PAIR_STAGE_BYTES)", "ring.full.arrive(load.stage, 2 * PAIR_STAGE_BYTES - 2 * SF_BYTES)")],
+        "sync"),
 }
-SIZES = {"make_mx_gemm": (328, 200, 5 * 128), "make_nvfp4_gemm": (328, 200, 4 * 256)}   # the chapter's
-RECIPES = {"make_mx_gemm": bs.MXFP8, "make_nvfp4_gemm": bs.NVFP4}
+SIZES = {"make_mx_gemm": (328, 200, 5 * 128), "make_nvfp4_gemm": (328, 200, 4 * 256),   # the chapter's
+         "make_mx_gemm_2cta": (328, 456, 5 * 128)}
+RECIPES = {"make_mx_gemm": bs.MXFP8, "make_nvfp4_gemm": bs.NVFP4, "make_mx_gemm_2cta": bs.MXFP8}
 
 
 def _namespace() -> dict:
     """The names `make_mx_gemm` uses: the chapter's imports and constants, from its own cells."""
     ns: dict = {"__name__": "chapter12"}
     for marker in ("gb.set_chapter(", "BLK_M, BLK_N, BLK_K = ", "STAGE_BYTES = (BLK_M + BLK_N) * BLK_K + 2",
-                   "NV_BLK_K = 256"):
+                   "NV_BLK_K = 256", "MMA_M, MMA_N = 2 * BLK_M, 2 * BLK_N"):
         (cell,) = gg.chapter_cells(CHAPTER, marker)
         exec(compile(cell, f"{CHAPTER}:{marker}", "exec"), ns)
     return ns
 
 
-SIZE_CELLS = ("SIZE = (328, 200, 5 * BLK_K)", "NV_SIZE = (328, 200, 4 * NV_BLK_K)")   # asserted below
+SIZE_CELLS = ("SIZE = (328, 200, 5 * BLK_K)", "NV_SIZE = (328, 200, 4 * NV_BLK_K)",   # asserted below
+              "SIZE2 = (328, 456, 5 * BLK_K)")
 
 
 def _simulate(tmp_path: Path, monkeypatch, name: str, factory: str, edits, tools=("numbers", "racecheck")) -> dict:
@@ -88,10 +96,10 @@ def test_the_chapters_kernel_passes_its_check_in_simulation(tmp_path, monkeypatc
 @pytest.mark.parametrize("defect", list(DEFECTS))
 def test_the_chapters_check_fails_on_a_planted_defect(tmp_path, monkeypatch, defect):
     factory, edits, how = DEFECTS[defect]
-    tools = ("numbers",) if how == "mismatch" else ("racecheck",)      # the tool that must object
+    tools = {"mismatch": ("numbers",), "race": ("racecheck",), "sync": ("synccheck",)}[how]   # the tool that must object
     rec = _simulate(tmp_path, monkeypatch, f"bs_gemm_defect{list(DEFECTS).index(defect)}", factory, edits, tools)
     assert rec["status"] == "failed", rec
     if how == "mismatch":
         assert rec["tools"]["numbers"]["verdict"] == "mismatch", rec
     else:
-        assert rec["tools"]["racecheck"]["verdict"] not in ("clean", "unable"), rec
+        assert rec["tools"][tools[0]]["verdict"] not in ("clean", "unable"), rec
