@@ -245,7 +245,7 @@ class BlockScaledGemm:
 def plot_errors(names: Sequence[str], groups: dict[str, Sequence[float]], xlabel: str) -> Any:
     """Grouped horizontal bars on a log axis: one row per name (a format), one bar per group
     (a kind of data), each labelled with its value."""
-    from ..models.plots import PAGE_WIDTH_IN, PALETTE, SIZES, _new_axes
+    from ..models.plots import PAGE_WIDTH_IN, PALETTE, SIZES, _new_axes, finish_log_rows
 
     fig, ax = _new_axes(None, size=(PAGE_WIDTH_IN, 1.0 + 0.55 * len(names) * max(len(groups), 1) ** 0.5))
     h = 0.8 / max(len(groups), 1)
@@ -257,13 +257,4 @@ def plot_errors(names: Sequence[str], groups: dict[str, Sequence[float]], xlabel
         ax.barh(ys, vals, height=h, color=colors[n % len(colors)], label=group, gid=f"errors-{n}")
         for y, v in zip(ys, vals):
             ax.text(v * 1.15, y, f"{v:.1e}", va="center", fontsize=SIZES["note"], color=PALETTE["black"])
-    ax.set_yticks(list(range(len(names))), list(names))
-    ax.set_xscale("log")
-    ax.set_xlim(min(values) / 3, max(values) * 12)
-    ax.set_xlabel(xlabel)
-    ax.invert_yaxis()
-    ax.grid(True, axis="x", color="#dddddd", lw=0.6)
-    ax.set_axisbelow(True)
-    ax.legend(loc="lower right", fontsize=SIZES["legend"], facecolor="white", framealpha=1.0)
-    fig.tight_layout()
-    return fig
+    return finish_log_rows(fig, ax, names, (min(values) / 3, max(values) * 12), xlabel, "lower right")

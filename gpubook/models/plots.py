@@ -281,15 +281,22 @@ def plot_capacity(names: Sequence[str], values: dict[str, Sequence[float]], xlab
             if not v:
                 ax.text(min(positive) * 1.3, y, missing.format(gpu=gpu), va="center",
                         fontsize=SIZES["note"], color=PALETTE["black"])
+    # the top groups (per-SM stores) are short bars: the legend sits in the empty space right of them
+    return finish_log_rows(fig, ax, names, (min(positive) / 2, max(positive) * 4), xlabel, "upper right")
+
+
+def finish_log_rows(fig: Figure, ax: Axes, names: Sequence[str], xlim: tuple[float, float],
+                    xlabel: str, legend: str) -> Figure:
+    """The common ending of a chart of horizontal bars on a log axis: one row per name, the
+    first on top, a light vertical grid behind the bars, the legend at `legend`."""
     ax.set_yticks(list(range(len(names))), list(names))
     ax.set_xscale("log")
-    ax.set_xlim(min(positive) / 2, max(positive) * 4)
+    ax.set_xlim(*xlim)
     ax.set_xlabel(xlabel)
     ax.invert_yaxis()
     ax.grid(True, axis="x", color="#dddddd", lw=0.6)
     ax.set_axisbelow(True)
-    # the top groups (per-SM stores) are short bars: the legend sits in the empty space right of them
-    ax.legend(loc="upper right", fontsize=SIZES["legend"], facecolor="white", framealpha=1.0)
+    ax.legend(loc=legend, fontsize=SIZES["legend"], facecolor="white", framealpha=1.0)
     fig.tight_layout()
     return fig
 
