@@ -1,7 +1,7 @@
 """Chapter 12's check fails on the defects the chapter warns about.
 
-Each case plants one defect in the chapter's own `make_mx_gemm`, `make_nvfp4_gemm` or
-`make_mx_gemm_2cta` (a text edit of its source, `gg.load_factory(..., edits=...)`), builds it at
+Each case plants one defect in the chapter's own `make_mx_gemm`, `make_nvfp4_gemm`,
+`make_mx_gemm_2cta` or `make_nvfp4_gemm_2cta` (a text edit of its source, `gg.load_factory(..., edits=...)`), builds it at
 the chapter's check shape and simulates the chapter's check: the scales of the wrong stage, K
 tile or row block must make the numbers mismatch, a copy from a stage the TMA has not filled
 must be a race, and a pair's barrier announcing fewer bytes than land on it must fail the
@@ -44,24 +44,28 @@ DEFECTS = {   # defect: (factory, edits, what must object)
     "the leader's expect_tx leaves out the peer's half of B's scales": ("make_mx_gemm_2cta",
         [("ring.full.arrive(load.stage, 2 * PAIR_STAGE_BYTES)", "ring.full.arrive(load.stage, 2 * PAIR_STAGE_BYTES - 2 * SF_BYTES)")],
         "sync"),
+    "both CTAs of an NVFP4 pair load the first half of B's scales": ("make_nvfp4_gemm_2cta",
+        [("SFB_boxes[sched.n_idx * 2 + rank, kt, :, :]", "SFB_boxes[sched.n_idx * 2, kt, :, :]")], "mismatch"),
 }
 SIZES = {"make_mx_gemm": (328, 200, 5 * 128), "make_nvfp4_gemm": (328, 200, 4 * 256),   # the chapter's
-         "make_mx_gemm_2cta": (328, 456, 5 * 128)}
-RECIPES = {"make_mx_gemm": bs.MXFP8, "make_nvfp4_gemm": bs.NVFP4, "make_mx_gemm_2cta": bs.MXFP8}
+         "make_mx_gemm_2cta": (328, 456, 5 * 128), "make_nvfp4_gemm_2cta": (328, 456, 5 * 256)}
+RECIPES = {"make_mx_gemm": bs.MXFP8, "make_nvfp4_gemm": bs.NVFP4, "make_mx_gemm_2cta": bs.MXFP8,
+           "make_nvfp4_gemm_2cta": bs.NVFP4}
 
 
 def _namespace() -> dict:
     """The names `make_mx_gemm` uses: the chapter's imports and constants, from its own cells."""
     ns: dict = {"__name__": "chapter12"}
     for marker in ("gb.set_chapter(", "BLK_M, BLK_N, BLK_K = ", "STAGE_BYTES = (BLK_M + BLK_N) * BLK_K + 2",
-                   "NV_BLK_K = 256", "MMA_M, MMA_N = 2 * BLK_M, 2 * BLK_N"):
+                   "NV_BLK_K = 256", "MMA_M, MMA_N = 2 * BLK_M, 2 * BLK_N",
+                   "NV_PAIR_SF_BYTES = 2 * NV_SF_BYTES"):
         (cell,) = gg.chapter_cells(CHAPTER, marker)
         exec(compile(cell, f"{CHAPTER}:{marker}", "exec"), ns)
     return ns
 
 
 SIZE_CELLS = ("SIZE = (328, 200, 5 * BLK_K)", "NV_SIZE = (328, 200, 4 * NV_BLK_K)",   # asserted below
-              "SIZE2 = (328, 456, 5 * BLK_K)")
+              "SIZE2 = (328, 456, 5 * BLK_K)", "NV_SIZE2 = (328, 456, 5 * NV_BLK_K)")
 
 
 def _simulate(tmp_path: Path, monkeypatch, name: str, factory: str, edits, tools=("numbers", "racecheck")) -> dict:
