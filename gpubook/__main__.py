@@ -78,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         return simulate(args.out, args.results, args.only, tuple(args.tools.split(",")),
                         args.timeout, args.jobs, args.workers, args.all_archs, args.merge)
     if args.cmd == "simulate-merge":
-        from .verify.simulate import merge_records
+        from .verify.sim_records import merge_records
 
         return merge_records(args.files, args.out)
     if args.cmd == "pack-runtime":

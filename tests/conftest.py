@@ -97,10 +97,11 @@ def _build_book(base: Path) -> dict:
     # Every Blackwell-only check must have a good simulation of its current script (a stale
     # fingerprint fails the build), and the build exports the day's rotating sample of them,
     # which tests/test_simulate.py simulates again.
-    from gpubook import export, simulate
+    from gpubook import export
+    from gpubook.verify import sim_records
 
     env[check_env()] = "1"
-    sample = simulate.rotation()
+    sample = sim_records.rotation()
     export_dir = base / "export"
     shutil.rmtree(export_dir, ignore_errors=True)
     if sample:

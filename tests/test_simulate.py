@@ -21,6 +21,7 @@ import torch
 
 import gpubook as gb
 from gpubook import export, matrix, results, simulate
+from gpubook.verify import sim_records
 from gpubook.verify.check import REQUIRE_SIMULATED_ENV, CheckResult, NotSimulatedError, _simulation
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -365,7 +366,7 @@ def test_a_check_finds_only_a_simulation_with_its_own_residency(tmp_path, monkey
 
 def test_the_rotation_moves_through_the_records():
     days = [dt.date(2026, 12, 1) + dt.timedelta(days=i) for i in range(30)]
-    picked = {c["case"] for d in days for c in simulate.rotation(d)}
+    picked = {c["case"] for d in days for c in sim_records.rotation(d)}
     pool = {c["case"] for c in results.cases(simulated=True) if c["status"] == "simulated"}
     assert pool, "no simulation is committed in results/"
     assert len(picked) >= min(len(pool), 10)
@@ -425,7 +426,7 @@ def test_the_runs_of_a_day_merge_tool_by_tool(tmp_path):
              tools={"racecheck": {"verdict": "error"}})
     (tmp_path / "a.json").write_text(json.dumps({"format": 2, "run": dict(run, tools=["numbers", "synccheck"]), "cases": [a]}))
     (tmp_path / "b.json").write_text(json.dumps({"format": 2, "run": dict(run, tools=["racecheck"]), "cases": [b]}))
-    simulate.merge_records([tmp_path / "a.json", tmp_path / "b.json"], tmp_path / "out.json")
+    sim_records.merge_records([tmp_path / "a.json", tmp_path / "b.json"], tmp_path / "out.json")
     out = json.loads((tmp_path / "out.json").read_text())
     assert out["run"]["tools"] == ["numbers", "synccheck", "racecheck"]
     (rec,) = out["cases"]
@@ -433,4 +434,4 @@ def test_the_runs_of_a_day_merge_tool_by_tool(tmp_path):
     assert rec["status"] == "failed" and rec["max_abs_error"] == 0.5, "a finding is never merged away"
     (tmp_path / "c.json").write_text(json.dumps({"format": 2, "run": dict(run, date="2026-12-02"), "cases": []}))
     with pytest.raises(ValueError, match="another simulator or date"):
-        simulate.merge_records([tmp_path / "a.json", tmp_path / "c.json"], tmp_path / "x.json")
+        sim_records.merge_records([tmp_path / "a.json", tmp_path / "c.json"], tmp_path / "x.json")

@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 from ..compile.signature import Param
 from ..facts.paths import REPO
-from .sim_records import TOOLS, merge_records, rotation  # noqa: F401  (the record files)
+from .sim_records import TOOLS
 
 ROOT = REPO
 WORKER = Path(__file__).resolve().parent / "sim_worker.py"
