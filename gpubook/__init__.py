@@ -2,28 +2,29 @@
 
 Layers, each importing only those below it (tests/test_layers.py checks the import graph):
 
-    book      sphinxext, lessons, the GEMM ladder as the chapters show it (gemm, ladder, gemm_hopper)
+    book      sphinxext, lessons, the GEMM ladder as the chapters show it (gemm, ladder, gemm_hopper),
+              timings (what a chapter may say of its timed kernels)
     models    roofline, schedule, layouts, plots, fa4, fa4_timeline, fa4_protocol, gemm_model, pipeline_model, lowprec
     verify    check, compare, coverage, describe, export, replay, verdicts, simulate, sim_worker, matrix,
               manifest, gemm_check, static
-    run       runtime, guard, bench, baselines, outcheck, clocks, trace, record, pack
+    run       runtime, guard, bench, timer, protocol, environment, baselines, outcheck, clocks, trace, record, pack
     compile   toolchain, build, hooks, report, signature, lowering, mbarrier, tmem, lint, ptxflow
-    facts     hardware, numbers, results, paths
+    facts     hardware, numbers, results, paths, stats
 
 models and verify do not import each other. Chapters use `import gpubook as gb` (gb.build,
 gb.check, gb.bench, gb.tmem, ...) and `from gpubook import lint, gemm as gg, ...`: the modules
 below are bound here by their short names.
 """
 
-from .facts import hardware, numbers, paths, results
+from .facts import hardware, numbers, paths, results, stats
 from .compile import (build as _build_module, lint, lowering, mbarrier, report, signature, tmem, toolchain,
                       txbytes)
-from .run import (baselines, bench as _bench_module, clocks, guard, outcheck, pack, record, runtime,
-                  trace as _trace_module)
+from .run import (baselines, bench as _bench_module, clocks, environment, guard, outcheck, pack, protocol,
+                  record, runtime, timer, trace as _trace_module)
 from .verify import (check as _check_module, compare as _compare_module, coverage, describe, export,
                      gemm_check, matrix, replay, simulate, static, verdicts)
 from .models import fa4, fa4_protocol, fa4_timeline, gemm_model, layouts, lowprec, pipeline_model, plots, roofline, schedule
-from .book import gemm, gemm_hopper, headline, ladder, lessons
+from .book import gemm, gemm_hopper, headline, ladder, lessons, timings
 
 from .compile.build import BLACKWELL, HOPPER, Kernel, build, lower, target
 from .compile.signature import KernelCallError, Param

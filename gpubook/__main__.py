@@ -25,6 +25,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--only", default=None, help="regex on case names")
     r.add_argument("--jobs", type=int, default=1,
                    help="check cases run this many at a time (timed cases always one at a time)")
+    r.add_argument("--repeats", type=int, default=3,
+                   help="independent processes that each time every ladder's whole loop (at least 1)")
     s = sub.add_parser("simulate", help="run the exported Blackwell-only checks on the CPU in NumSim, "
                        "with synccheck and racecheck, and write a results file")
     s.add_argument("out", type=Path)
@@ -54,6 +56,9 @@ def main(argv: list[str] | None = None) -> int:
     mf.add_argument("folder", type=Path)
     mf.add_argument("--execute", nargs="*", type=Path, default=None, metavar="CHAPTER",
                     help="first execute these chapter files (none named: all) recording into FOLDER")
+    lc = sub.add_parser("replay-ladder", help=argparse.SUPPRESS)
+    lc.add_argument("cases", nargs="+")
+    lc.add_argument("--json", required=True)
     c = sub.add_parser("replay-case", help=argparse.SUPPRESS)
     c.add_argument("case")
     c.add_argument("--json", required=True)
@@ -71,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "replay":
         from .verify.replay import replay
 
-        return replay(args.out, args.results, args.sanitize, args.timeout, args.only, args.jobs)
+        return replay(args.out, args.results, args.sanitize, args.timeout, args.only, args.jobs,
+                      repeats=args.repeats)
     if args.cmd == "simulate":
         from .verify.simulate import simulate
 
@@ -92,6 +98,10 @@ def main(argv: list[str] | None = None) -> int:
         from .verify.manifest import main as manifest_main
 
         return manifest_main(args.folder, args.execute is not None, args.execute or ())
+    if args.cmd == "replay-ladder":
+        from .verify.replay import main_ladder
+
+        return main_ladder(args.cases, args.json)
     from .verify.replay import main_case
 
     return main_case(args.case, args.json, not args.no_timing, not args.no_stress)

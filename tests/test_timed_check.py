@@ -59,7 +59,7 @@ def test_a_correct_timed_kernel_records_its_check_the_interleaving_and_the_clock
     fake_gpu(monkeypatch, lambda x, y, o: o.copy_(x + y))
     calls = []
 
-    def fake(fns, warmup, repeat, flush, flush_bytes=0, sample=None):
+    def fake(fns, warmup, repeat, flush, flush_bytes=0, sample=None, report=None):
         calls.append(list(fns))
         return {name: [0.002, 0.003, 0.004, 0.005] for name in fns}
 

@@ -241,7 +241,7 @@ def test_replay_times_a_perf_case_with_its_flush_and_keeps_every_sample(exported
     fake_gpu(monkeypatch, lambda x, y, o: o.copy_(x + y))
     seen = []
 
-    def fake_samples(fns, warmup, repeat, flush, flush_bytes=0, sample=None):
+    def fake_samples(fns, warmup, repeat, flush, flush_bytes=0, sample=None, report=None):
         for fn in fns.values():
             fn()
             seen.append(flush)

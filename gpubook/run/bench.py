@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import statistics
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -12,6 +11,8 @@ from . import runtime
 from .baselines import BASELINES, baseline_names  # noqa: F401  (re-exported)
 from ..facts.hardware import GPUS, PEAK_LABELS, gpu_for, peak_kind
 from .inputs import FP8_DTYPES, flop_dtype, random_args  # noqa: F401 - the timed cases' inputs
+from .timer import (  # noqa: F401 - the timing loop, where chapters and appendix B look it up
+    FLUSH_BYTES, FLUSHES, flusher, time_fn, time_interleaved, time_samples)
 
 
 def _recorded_baselines(rec: dict[str, Any]) -> dict[str, float]:
@@ -22,12 +23,6 @@ def _recorded_baselines(rec: dict[str, Any]) -> dict[str, float]:
     if rec.get("baseline") and rec.get("baseline_ms"):
         return {rec["baseline"]: rec["baseline_ms"]}
     return {}
-
-
-FLUSHES = ("read", "write", "none")
-# The flush buffer: at least twice the largest L2 of the table, so that reading it evicts
-# every line a previous repeat left (and never less than 256 MiB).
-FLUSH_BYTES = max(256 << 20, math.ceil(2 * max(g.l2_bytes for g in GPUS.values()) / (1 << 20)) << 20)
 
 
 @dataclass
@@ -55,6 +50,14 @@ class Timing:
     clocks: dict[str, Any] | None = None  # SM clock and slowdown reasons during the run
     interleaved: bool = False  # kernel and baselines alternated repeat by repeat
     provenance: str | None = None  # how `recorded` relates to this case (results.provenance)
+    # The measurement protocol (gpubook.run.protocol): the samples of each process in turn
+    # (`reps`: how many each gave), and the one interleaved loop they came from: the samples of
+    # two Timings of the same `ladder_run` pair up index by index.
+    reps: list[int] = field(default_factory=list)
+    ladder: str | None = None
+    ladder_run: str | None = None
+    spin_us: float | None = None  # the GPU-side wait that kept host time out of each interval
+    host_bound: int | None = None  # timed calls the host still queued late (0 when it held)
 
     @staticmethod
     def from_record(rec: dict[str, Any]) -> "Timing":
@@ -72,7 +75,9 @@ class Timing:
                       baselines_samples={k: list(v) for k, v in
                                          (rec.get("baselines_samples") or {}).items()},
                       output_check=rec.get("output_check"), clocks=rec.get("clocks"),
-                      interleaved=bool(rec.get("interleaved")))
+                      interleaved=bool(rec.get("interleaved")), reps=list(rec.get("reps") or []),
+                      ladder=rec.get("ladder"), ladder_run=rec.get("ladder_run"),
+                      spin_us=rec.get("spin_us"), host_bound=rec.get("host_bound"))
 
     def speedup(self, baseline: str | None = None) -> float | None:
         """How many times faster than a baseline (the first one by default) the kernel ran."""
@@ -182,76 +187,11 @@ class Timing:
         return "\n".join(lines)
 
 
-def flusher(flush: str = "read", nbytes: int = FLUSH_BYTES, device: str | None = None) -> Callable[[], None]:
-    """What runs before each timed repeat to empty L2 of the previous repeat's lines.
-
-    'read' sums a buffer larger than any L2 into a preallocated scalar: every line it leaves
-    is clean, so the timed kernel starts with no write-backs to pay for. 'write' zeroes the
-    buffer (it leaves L2 full of dirty lines that the timed kernel's misses write back).
-    'none' flushes nothing (warm-L2 timing).
-    """
-    import torch
-
-    if flush not in FLUSHES:
-        raise ValueError(f"flush must be one of {', '.join(FLUSHES)}, not {flush!r}")
-    if flush == "none":
-        return lambda: None
-    device = device or runtime.DEVICE
-    buf = torch.zeros(nbytes // 4, dtype=torch.float32, device=device)
-    if flush == "write":
-        return buf.zero_
-    acc = torch.zeros((), dtype=torch.float32, device=device)
-    return lambda: torch.sum(buf, dim=0, out=acc)
-
-
-def time_interleaved(fns: dict[str, Callable[[], Any]], warmup: int = 10, repeat: int = 50,
-                     flush: str = "read", flush_bytes: int = FLUSH_BYTES,
-                     sample: Callable[[], None] | None = None) -> dict[str, list[float]]:
-    """Milliseconds of `repeat` calls of each fn, interleaved: repeat r runs them in order when r
-    is even and in reverse order when r is odd (ABBA...), so that a drift of clock or temperature
-    during the run falls on every one alike. CUDA events bracket each call; L2 is flushed before
-    each. `sample()`, when given, runs after the first function's call at the start, middle and
-    end of the run (the clock samples of gpubook.run.clocks)."""
-    import torch
-
-    flush_l2 = flusher(flush, flush_bytes, runtime.DEVICE)
-    names = list(fns)
-    for name in names:
-        for _ in range(warmup):
-            fns[name]()
-    times: dict[str, list[float]] = {name: [] for name in names}
-    marks = {0, repeat // 2, repeat - 1}
-    for r in range(repeat):
-        for name in names if r % 2 == 0 else names[::-1]:
-            flush_l2()
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fns[name]()
-            end.record()
-            end.synchronize()
-            times[name].append(start.elapsed_time(end))
-            if sample is not None and r in marks and name == names[0]:
-                sample()
-    return times
-
-
-def time_samples(fn: Callable[[], Any], warmup: int = 10, repeat: int = 50, flush: str = "read",
-                 flush_bytes: int = FLUSH_BYTES) -> list[float]:
-    """Milliseconds of each of `repeat` calls of fn() with CUDA events, L2 flushed before each."""
-    return time_interleaved({"fn": fn}, warmup, repeat, flush, flush_bytes)["fn"]
-
-
-def time_fn(fn: Callable[[], Any], warmup: int = 10, repeat: int = 50, flush: str = "read",
-            flush_bytes: int = FLUSH_BYTES) -> float:
-    """Median milliseconds of fn() with CUDA events, the L2 flushed before each repeat."""
-    return statistics.median(time_samples(fn, warmup, repeat, flush, flush_bytes))
-
-
 def bench(kernel: Any, bytes: float | None = None, flops: float | None = None,
           baseline: str | Sequence[str] | None = None, name: str | None = None,
           dtype: str | None = None, flush: str = "read", warmup: int = 10,
           repeat: int = 50, tolerance: Any = None, reference: Any = None,
-          unchecked: str | None = None) -> Timing:
+          unchecked: str | None = None, ladder: str | None = None) -> Timing:
     """Time a kernel on random inputs of its own shapes; report bandwidth or FLOP rate vs peak.
 
     `baseline` names one PyTorch baseline or several (a tuple): each is timed in the same run
@@ -265,6 +205,10 @@ def bench(kernel: Any, bytes: float | None = None, flops: float | None = None,
     or, without one, of the first baseline, within `tolerance` ('exact', (atol, rtol) or a named
     bound: see gpubook.run.outcheck). A mismatch raises OutputMismatch and nothing is timed. A
     kernel whose output means nothing to compare says why in `unchecked`.
+
+    `ladder` names the loop the replay times this kernel in, with every other kernel of the
+    chapter timed at the same shape under the same name and all their baselines, repeated in
+    several processes (gpubook.run.protocol); without one the kernel is a ladder of its own.
     """
     from . import outcheck
 
@@ -296,6 +240,8 @@ def bench(kernel: Any, bytes: float | None = None, flops: float | None = None,
         meta["unchecked"] = unchecked
     if len(names) > 1:
         meta["baselines"] = names
+    if ladder:
+        meta["ladder"] = ladder
     record.record_perf(kernel, name, meta)
     why = runtime.why_not_here(kernel.runs_on)
     if why is not None:
@@ -333,31 +279,15 @@ def measure(launcher: Any, name: str, bytes: float | None = None, flops: float |
 
     names = baseline_names(baseline)
     args = random_args(launcher.params, device=runtime.DEVICE)
-    check: dict[str, Any] = {"unchecked": unchecked} if unchecked else {}
-    if not unchecked and tolerance is not None:
-        out = args[-1]
-        # poisoned: an element the kernel never writes is a mismatch
-        out.fill_(float("nan") if out.dtype.is_floating_point else torch.iinfo(out.dtype).min)
-        launcher(*args)
-        runtime.synchronize()
-        got = out.clone()
-        spec = outcheck.reference_spec(reference)
-        if spec is not None:
-            params = {k: v for k, v in spec.items() if k != "op"}
-            expected, against = outcheck.REFERENCES[spec["op"]](*args[:-1], **params), spec["op"]
-        else:
-            fresh = torch.empty_like(out)
-            res = BASELINES[names[0]](*args[:-1], fresh)
-            expected, against = (res if isinstance(res, torch.Tensor) else fresh), names[0]
-        check = outcheck.compare_output(got, expected, outcheck.tolerance_spec(tolerance), args[:-1], against)
-        del got, expected
-        if not check["passed"]:
-            return Timing(name, "failed", gpu=runtime.local_gpu_name(), bytes=bytes, flops=flops,
-                          dtype=dtype, flush=flush, reason=outcheck.describe(check), output_check=check)
+    check = check_output(launcher, args, names, tolerance, reference, unchecked)
+    if check.get("passed") is False:
+        return Timing(name, "failed", gpu=runtime.local_gpu_name(), bytes=bytes, flops=flops,
+                      dtype=dtype, flush=flush, reason=outcheck.describe(check), output_check=check)
+    report: dict[str, Any] = {}
     sampler = clocks.Sampler(torch.cuda.current_device() if torch.cuda.is_available() else 0)
     fns = {"kernel": lambda: launcher(*args)}
     fns.update({f"baseline:{b}": (lambda b=b: BASELINES[b](*args)) for b in names})
-    times = time_interleaved(fns, warmup, repeat, flush, sample=sampler.take)
+    times = time_interleaved(fns, warmup, repeat, flush, sample=sampler.take, report=report)
     samples = times["kernel"]
     base = {b: times[f"baseline:{b}"] for b in names}
     first = base[names[0]] if names else []
@@ -367,4 +297,42 @@ def measure(launcher: Any, name: str, bytes: float | None = None, flops: float |
                   flush=flush, samples=samples, baseline_samples=first,
                   baselines={b: statistics.median(v) for b, v in base.items()},
                   baselines_samples=base, output_check=check or None, clocks=sampler.summary(),
-                  interleaved=True)
+                  interleaved=True, reps=[len(samples)], spin_us=report.get("spin_us"),
+                  host_bound=(report.get("host_bound") or {}).get("kernel"))
+
+
+def check_output(launcher: Any, args: Sequence[Any], names: Sequence[str], tolerance: Any,
+                 reference: Any, unchecked: str | None, cache: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The output check of a timed case on its timed inputs `args` (see `bench`): the kernel's
+    output, poisoned first, against its reference's or first baseline's. `cache` keeps the
+    expected output between kernels timed on the same inputs. Returns the record (empty when
+    nothing is compared, {"unchecked": why} when the case says why not)."""
+    import torch
+
+    from . import outcheck
+
+    if unchecked:
+        return {"unchecked": unchecked}
+    if tolerance is None:
+        return {}
+    out = args[-1]
+    # poisoned: an element the kernel never writes is a mismatch
+    out.fill_(float("nan") if out.dtype.is_floating_point else torch.iinfo(out.dtype).min)
+    launcher(*args)
+    runtime.synchronize()
+    got = out.clone()
+    spec = outcheck.reference_spec(reference)
+    against = spec["op"] if spec is not None else names[0]
+    key = repr(sorted(spec.items())) if spec is not None else f"baseline:{against}"
+    cache = {} if cache is None else cache
+    if key not in cache:
+        if spec is not None:
+            params = {k: v for k, v in spec.items() if k != "op"}
+            cache[key] = outcheck.REFERENCES[spec["op"]](*args[:-1], **params)
+        else:
+            fresh = torch.empty_like(out)
+            res = BASELINES[against](*args[:-1], fresh)
+            cache[key] = res if isinstance(res, torch.Tensor) else fresh
+    check = outcheck.compare_output(got, cache[key], outcheck.tolerance_spec(tolerance), args[:-1], against)
+    del got
+    return check

@@ -19,6 +19,7 @@ from ..compile.signature import Param, validate
 
 _state: dict[str, Any] = {"arch": None, "ready": False}
 DEVICE = "cuda"  # where launched kernels' tensors live
+CUBIN_CACHE_ENV = "GPUBOOK_CUBIN_CACHE"
 
 
 def synchronize() -> None:
@@ -73,7 +74,22 @@ def _load_runtime_libraries() -> None:
     def compile_callback(code: str) -> bytearray:
         from ..compile.toolchain import compile_source
 
-        return bytearray(compile_source(code, _state["arch"], "cubin"))
+        # GPUBOOK_CUBIN_CACHE, a folder: the replay's child processes load the same modules, so
+        # each CUDA source is compiled once per replay (keyed by the source and the arch).
+        cache = os.environ.get(CUBIN_CACHE_ENV)
+        if not cache:
+            return bytearray(compile_source(code, _state["arch"], "cubin"))
+        import hashlib
+
+        path = os.path.join(cache, hashlib.sha256(f"{_state['arch']}\n{code}".encode()).hexdigest() + ".cubin")
+        if not os.path.exists(path):
+            os.makedirs(cache, exist_ok=True)
+            tmp = f"{path}.{os.getpid()}"
+            with open(tmp, "wb") as f:
+                f.write(compile_source(code, _state["arch"], "cubin"))
+            os.replace(tmp, path)
+        with open(path, "rb") as f:
+            return bytearray(f.read())
 
     tvm_ffi.register_global_func("tvm_callback_cuda_compile", compile_callback, override=True)
     _state["ready"] = True

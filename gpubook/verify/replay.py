@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -164,12 +165,13 @@ def _sanitize(case_dir: Path, work: Path, timeout: float,
 
 
 def replay(export_dir: Path, results: Path | None, sanitize: bool, timeout: float,
-           only: str | None = None, jobs: int = 1) -> int:
+           only: str | None = None, jobs: int = 1, repeats: int = 3) -> int:
     """Replay every case under export_dir/cases; write the results file; return the exit code.
 
     Check cases (and their sanitizer runs) go through `jobs` child processes at a time; timed
-    cases run afterwards, one at a time, on an otherwise idle GPU. The results file is rewritten
-    after every case, so a replay stopped part-way still leaves what it established.
+    cases run afterwards on an otherwise idle GPU, a ladder at a time (gpubook.run.protocol):
+    each ladder's loop runs in `repeats` child processes, one after the other. The results file
+    is rewritten after every case, so a replay stopped part-way still leaves what it established.
     """
     from concurrent.futures import ThreadPoolExecutor
 
@@ -183,6 +185,7 @@ def replay(export_dir: Path, results: Path | None, sanitize: bool, timeout: floa
 
     work = export_dir / "work"
     work.mkdir(exist_ok=True)
+    os.environ.setdefault(runtime.CUBIN_CACHE_ENV, str(work / "cubins"))  # one compile per module
     cases = [p for p in sorted((export_dir / "cases").iterdir()) if p.is_dir()
              and (not only or re.search(only, p.name))]
     checks = [c for c in cases if load_case(c)["kind"] == "check"]
@@ -191,7 +194,11 @@ def replay(export_dir: Path, results: Path | None, sanitize: bool, timeout: floa
         "gpu": torch.cuda.get_device_name(0), "arch": arch,
         "date": _dt.date.today().isoformat(), "torch": torch.__version__,
         "sanitizer": list(SANITIZER_TOOLS) if sanitize else [],
+        "repeats": max(1, repeats),
     }
+    from ..run import environment
+
+    run.update(libraries=environment.libraries(), **environment.gpu_facts())
     done: dict[str, dict[str, Any]] = {}
 
     def write() -> dict[str, Any]:
@@ -242,8 +249,9 @@ def replay(export_dir: Path, results: Path | None, sanitize: bool, timeout: floa
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         for case_dir, rec in zip(checks, pool.map(one, checks)):
             finish(case_dir, rec)
-    for case_dir in timed:
-        finish(case_dir, one(case_dir))
+    for group in ladders(timed):
+        for case_dir, rec in zip(group, time_ladder(group, work, timeout, max(1, repeats), run)):
+            finish(case_dir, rec)
     doc = write()
     records = doc["cases"]
     print(summary(doc))
@@ -289,6 +297,85 @@ def summary(doc: dict[str, Any]) -> str:
     run = doc["run"]
     parts = ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
     return f"replay on {run['gpu']} ({run['arch']}), {run['date']}: {parts}"
+
+
+def ladders(timed: list[Path]) -> list[list[Path]]:
+    """The timed cases grouped by the loop that times them together (protocol.ladder_key), in
+    the order each ladder first appears."""
+    from ..run.protocol import ladder_key
+
+    groups: dict[tuple[str, str], list[Path]] = {}
+    for c in timed:
+        groups.setdefault(ladder_key(load_case(c)), []).append(c)
+    return list(groups.values())
+
+
+def time_ladder(group: list[Path], work: Path, timeout: float, repeats: int,
+                run: dict[str, Any]) -> list[dict[str, Any]]:
+    """Each case's record of a ladder timed in `repeats` child processes, merged."""
+    import uuid
+
+    from ..run.bench import Timing
+    from ..run.protocol import members_agree, merge
+
+    metas = [load_case(c) for c in group]
+    if any(run["arch"] not in m["runs_on"] for m in metas):  # time those that run here
+        here = [c for c, m in zip(group, metas) if run["arch"] in m["runs_on"]]
+        timed = dict(zip(here, time_ladder(here, work, timeout, repeats, run))) if here else {}
+        return [timed.get(c) or dict({k: m.get(k) for k in CASE_KEYS}, status="not runnable",
+                                     message=f"not runnable on {run['arch']}") for c, m in zip(group, metas)]
+    try:
+        members_agree(metas)
+    except ValueError as err:
+        return [dict({k: m.get(k) for k in CASE_KEYS}, status="error", message=str(err)) for m in metas]
+    names = [m["name"] for m in metas]
+    per_case: dict[str, list[dict[str, Any] | None]] = {n: [] for n in names}
+    errors = []
+    for rep in range(repeats):
+        out_json = work / f"ladder-{group[0].name}-{rep}.json"
+        out_json.unlink(missing_ok=True)
+        cmd = [sys.executable, "-m", "gpubook", "replay-ladder", "--json", str(out_json), *map(str, group)]
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout * len(group),
+                                  start_new_session=True)
+            out = proc.stdout + proc.stderr
+        except subprocess.TimeoutExpired:
+            out = f"stopped after {timeout * len(group):g} s"
+        got = json.loads(out_json.read_text()) if out_json.exists() else {}
+        if not got:
+            errors.append(out.strip()[-1500:])
+        for n in names:
+            per_case[n].append(got.get(n))
+    ladder_run = f"{run['date']} {run['gpu']} {uuid.uuid4().hex[:12]}"
+    recs = []
+    for meta in metas:
+        rec: dict[str, Any] = {k: meta.get(k) for k in CASE_KEYS}
+        rec.update(bytes=meta.get("bytes"), flops=meta.get("flops"), dtype=meta.get("dtype"),
+                   flush=meta.get("flush", "read"))
+        rec.update(merge(meta, per_case[meta["name"]], ladder_run, names))
+        if rec["status"] == "error" and errors:
+            rec["message"] = errors[-1]
+        if rec["status"] == "measured":
+            t = Timing.from_record(dict(rec, run=run))
+            rec.update(percent_of_peak=t.percent_of_peak(), percent_of_bandwidth=t.percent_of_bandwidth(),
+                       percent_of_flops=t.percent_of_flops(), within_noise=t.within_noise())
+        recs.append(rec)
+    return recs
+
+
+def main_ladder(case_dirs: list[str], out_json: str) -> int:
+    """One process's run of a ladder (gpubook.run.protocol.measure_ladder): each case's record."""
+    from ..run import runtime
+    from ..run.protocol import measure_ladder
+
+    arch = runtime.local_arch()
+    members = []
+    for d in case_dirs:
+        meta = load_case(Path(d))
+        so = Path(d) / f"module-{arch}.so"
+        members.append((runtime.load(str(so), meta["name"], meta["param_objs"], arch), meta))
+    Path(out_json).write_text(json.dumps(measure_ladder(members)))
+    return 0
 
 
 def main_case(case_dir: str, out_json: str, timing: bool, stress: bool = True) -> int:

@@ -1,0 +1,132 @@
+"""Intervals for timings: the median of a kernel's samples and of the paired ratio of two kernels
+timed in one interleaved loop, with 95 % bootstrap intervals, and the verdict a sentence may state.
+
+A timing protocol run (gpubook.run.protocol) repeats one interleaved loop in several processes.
+Iteration i of process p timed every kernel of the loop once, in a rotated order, so the samples
+of two kernels pair up by (p, i): the ratio t_B / t_A of one pair is free of whatever the clock
+did between iterations. The bootstrap resamples iterations within each process (a stratified
+bootstrap), so that every process keeps its weight, and reports the percentile interval of the
+median. Processes differ by more than iterations do (a GPU's clock state, the allocator's
+placement), so a comparison also keeps each process's own median ratio, and a verdict of
+"faster" needs both: the interval excludes 1 and every process saw A ahead.
+
+Pure Python (no numpy): the chapters call it at build time on a few thousand samples.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+from dataclasses import dataclass, field
+from typing import Sequence
+
+CONFIDENCE = 0.95
+BOOTSTRAP = 2000
+
+
+@dataclass(frozen=True)
+class Interval:
+    """A median and its confidence interval, in the unit of the samples."""
+
+    median: float
+    lo: float
+    hi: float
+    n: int = 0  # samples behind it
+    runs: int = 1  # independent processes behind it
+
+    def scaled(self, factor: float) -> "Interval":
+        """The same interval of factor / x (a time in ms turned into a rate): the bounds swap."""
+        return Interval(factor / self.median, factor / self.hi, factor / self.lo, self.n, self.runs)
+
+    def half_width(self) -> float:
+        """The larger distance from the median to a bound, relative to the median."""
+        return max(self.median - self.lo, self.hi - self.median) / self.median
+
+
+def _strata(samples: Sequence[float], reps: Sequence[int] | None) -> list[list[float]]:
+    """The samples split by process (`reps`: how many each process contributed, in order)."""
+    if not reps:
+        return [list(samples)]
+    if sum(reps) != len(samples):
+        raise ValueError(f"reps {list(reps)} do not add up to the {len(samples)} samples")
+    out, at = [], 0
+    for n in reps:
+        out.append(list(samples[at:at + n]))
+        at += n
+    return [s for s in out if s]
+
+
+def _bootstrap_median(strata: list[list[float]], boot: int, seed: int) -> tuple[float, float]:
+    rng = random.Random(seed)
+    meds = []
+    for _ in range(boot):
+        pooled = [x for s in strata for x in rng.choices(s, k=len(s))]
+        meds.append(statistics.median(pooled))
+    meds.sort()
+    tail = (1 - CONFIDENCE) / 2
+    return meds[int(tail * (boot - 1))], meds[int((1 - tail) * (boot - 1))]
+
+
+def median_interval(samples: Sequence[float], reps: Sequence[int] | None = None,
+                    boot: int = BOOTSTRAP, seed: int = 0) -> Interval:
+    """The median of `samples` and its 95 % interval (bootstrap stratified by process)."""
+    strata = _strata(samples, reps)
+    pooled = [x for s in strata for x in s]
+    if not pooled:
+        raise ValueError("no samples")
+    lo, hi = _bootstrap_median(strata, boot, seed) if len(pooled) > 1 else (pooled[0], pooled[0])
+    return Interval(statistics.median(pooled), lo, hi, len(pooled), len(strata))
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """How many times faster A ran than B in the same loop: the median over iterations of
+    t_B / t_A, its 95 % interval, and each process's own median."""
+
+    ratio: Interval
+    per_run: tuple[float, ...] = field(default_factory=tuple)
+
+    @property
+    def verdict(self) -> str:
+        """'faster', 'slower' or 'parity'. Faster only when the interval lies above 1 and every
+        process's median ratio does too; slower likewise below 1."""
+        r, runs = self.ratio, self.per_run or (self.ratio.median,)
+        if r.lo > 1 and all(x > 1 for x in runs):
+            return "faster"
+        if r.hi < 1 and all(x < 1 for x in runs):
+            return "slower"
+        return "parity"
+
+    def percent(self) -> float:
+        """The gap in per cent of B's time: +7 for 7 % faster, -7 for 7 % slower."""
+        return 100 * (self.ratio.median - 1)
+
+    def spread(self) -> float:
+        """What the interval allows on either side of 1, in per cent: the '±x %' of parity."""
+        return 100 * max(abs(self.ratio.lo - 1), abs(self.ratio.hi - 1))
+
+    def phrase(self) -> str:
+        """'7 % faster than' / '7 % slower than' / 'at parity (±2 %) with', to glue between two
+        names; the interval in brackets: '(95 % interval 5–9 %, 3 runs)'."""
+        r = self.ratio
+        if self.verdict == "parity":
+            return f"at parity (±{self.spread():.0f} %, {r.runs} runs) with"
+        lo, hi = sorted((abs(100 * (r.lo - 1)), abs(100 * (r.hi - 1))))
+        word = "faster" if self.verdict == "faster" else "slower"
+        return f"{abs(self.percent()):.0f} % {word} ({lo:.0f}–{hi:.0f} %, {r.runs} runs) than"
+
+    def times(self) -> str:
+        """'1.07× (1.05–1.09)': the ratio with its interval."""
+        r = self.ratio
+        return f"{r.median:.2f}× ({r.lo:.2f}–{r.hi:.2f})"
+
+
+def compare(a: Sequence[float], b: Sequence[float], reps: Sequence[int] | None = None,
+            boot: int = BOOTSTRAP, seed: int = 0) -> Comparison:
+    """A against B from paired times (a[i] and b[i] measured in the same iteration)."""
+    if len(a) != len(b):
+        raise ValueError(f"paired samples differ in length: {len(a)} and {len(b)}")
+    ratios = [tb / ta for ta, tb in zip(a, b)]
+    strata = _strata(ratios, reps)
+    return Comparison(median_interval(ratios, reps, boot, seed),
+                      tuple(statistics.median(s) for s in strata))
