@@ -167,3 +167,8 @@ def test_on_a_hopper_gpu_fast_accumulation_loses_more_than_promotion():
     fast, prom = m["series"]["fast"], m["series"]["promoted"]
     assert fast["median"][1] > fast["median"][0]
     assert fast["max"][1] > 3 * prom["max"][1]
+
+
+def test_errors_read_as_percent_down_to_1e_5_then_in_powers_of_ten():
+    assert [acc.say_error(v) for v in (0.0116, 2.6e-3, 8.6e-5, 1.2e-7, None)] == [
+        "1.2%", "0.26%", "0.0086%", "1.2e-07", "not measured yet"]

@@ -130,10 +130,10 @@ def estimate(k: int, promote: int | None = None, bits: int = TC_BITS, chunk: int
 
 
 def say_error(v: float | None) -> str:
-    """A relative error for the prose: '0.26%', '0.011%', '1.3e-07', or 'not measured yet'."""
+    """A relative error for the prose: '0.26%', '0.0086%', '1.3e-07', or 'not measured yet'."""
     if v is None:
         return "not measured yet"
-    return f"{100 * v:.2g}%" if v >= 1e-4 else f"{v:.1e}"
+    return f"{100 * v:.2g}%" if v >= 1e-5 else f"{v:.1e}"
 
 
 def at(series: dict[str, list[float]] | None, k: int, stat: str = "max") -> float | None:
@@ -150,8 +150,9 @@ def describe(doc: dict[str, Any] | None, model: dict[str, dict[str, list[float]]
     if doc is None:
         return {"source": "not measured yet: no GPU record of this measurement exists",
                 "gpu": "not measured yet",
-                "sentence": "No GPU has measured this yet; `python -m gpubook promotion` on a Hopper "
-                            "GPU writes the record that this figure and sentence are drawn from."}
+                "sentence": "No GPU has measured this yet: python -m gpubook promotion, run on a "
+                            "Hopper GPU, writes the record that the figure's markers and this "
+                            "sentence are drawn from."}
     run, inp, ser = doc["run"], doc["inputs"], doc["series"]
     gpu = run["gpu"]
     source = (f"measured on an {gpu} on {run['date']} (torch {run['torch']}, CUDA {run.get('cuda')}; "
