@@ -172,3 +172,14 @@ def test_on_a_hopper_gpu_fast_accumulation_loses_more_than_promotion():
 def test_errors_read_as_percent_down_to_1e_5_then_in_powers_of_ten():
     assert [acc.say_error(v) for v in (0.0116, 2.6e-3, 8.6e-5, 1.2e-7, None)] == [
         "1.2%", "0.26%", "0.0086%", "1.2e-07", "not measured yet"]
+
+
+def test_no_record_is_written_when_the_two_accumulations_cannot_run(monkeypatch, tmp_path):
+    doc = _fake("2026-12-06")
+    del doc["series"]["promoted"]
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(promotion, "record", lambda *a: doc)
+    assert promotion.main(tmp_path / "r.json", [4096], 256, 0) == 1 and not (tmp_path / "r.json").exists()
+    doc["series"]["promoted"] = doc["series"]["fast"]
+    assert promotion.main(tmp_path / "r.json", [4096], 256, 0) == 0
+    assert promotion.newest(tmp_path)["run"]["gpu"] == "NVIDIA H100 80GB HBM3"

@@ -192,6 +192,10 @@ def main(path: Path | None, ks: Sequence[int], size: int, seed: int) -> int:
         print("promotion: no CUDA GPU here; nothing measured")
         return 2
     doc = record(ks, (size, size), seed)
+    missing = [s for s in ("fast", "promoted") if s not in doc["series"]]
+    if missing:
+        print(f"promotion: nothing written, {' and '.join(missing)} could not run: {doc.get('skipped')}")
+        return 1
     out = write(doc, path)
     print(f"promotion: {doc['run']['gpu']}, torch {doc['run']['torch']}, CUDA {doc['run']['cuda']}, "
           f"{doc['run']['seconds']} s")
