@@ -1,5 +1,5 @@
 """Command line: `python -m gpubook export OUT`, `export-selftest OUT`, `replay OUT`, `simulate OUT`,
-`pack-runtime OUT`, `manifest FOLDER`."""
+`pack-runtime OUT`, `manifest FOLDER`, `promotion`."""
 
 from __future__ import annotations
 
@@ -59,6 +59,13 @@ def main(argv: list[str] | None = None) -> int:
     lc = sub.add_parser("replay-ladder", help=argparse.SUPPRESS)
     lc.add_argument("cases", nargs="+")
     lc.add_argument("--json", required=True)
+    pr = sub.add_parser("promotion", help="measure the error of cuBLASLt's FP8 GEMM with and without "
+                        "promotion against fp64 on this GPU and write a record (chapter 12H)")
+    pr.add_argument("--results", type=Path, default=None,
+                    help="record to write (default results/promotion/<date>-<letter>-<gpu>.json)")
+    pr.add_argument("--ks", default="1024,2048,4096,8192,12288,16384", help="comma-separated K")
+    pr.add_argument("--size", type=int, default=2048, help="M = N (default 2048)")
+    pr.add_argument("--seed", type=int, default=0)
     c = sub.add_parser("replay-case", help=argparse.SUPPRESS)
     c.add_argument("case")
     c.add_argument("--json", required=True)
@@ -102,6 +109,10 @@ def main(argv: list[str] | None = None) -> int:
         from .verify.replay import main_ladder
 
         return main_ladder(args.cases, args.json)
+    if args.cmd == "promotion":
+        from .run.promotion import main as promotion_main
+
+        return promotion_main(args.results, [int(k) for k in args.ks.split(",")], args.size, args.seed)
     from .verify.replay import main_case
 
     return main_case(args.case, args.json, not args.no_timing, not args.no_stress)
