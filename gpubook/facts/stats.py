@@ -78,6 +78,11 @@ def median_interval(samples: Sequence[float], reps: Sequence[int] | None = None,
     return Interval(statistics.median(pooled), lo, hi, len(pooled), len(strata))
 
 
+def _pct(x: float) -> str:
+    """A percentage as prose gives it: one decimal below 10, none above."""
+    return f"{x:.1f}" if x < 10 else f"{x:.0f}"
+
+
 @dataclass(frozen=True)
 class Comparison:
     """How many times faster A ran than B in the same loop: the median over iterations of
@@ -106,14 +111,14 @@ class Comparison:
         return 100 * max(abs(self.ratio.lo - 1), abs(self.ratio.hi - 1))
 
     def phrase(self) -> str:
-        """'7 % faster than' / '7 % slower than' / 'at parity (±2 %) with', to glue between two
-        names; the interval in brackets: '(95 % interval 5–9 %, 3 runs)'."""
+        """'7.1 % faster (5.2–9.0 %, 3 runs) than' / '… slower …' / 'at parity (±1.8 %, 3 runs)
+        with', to glue between two names: the gap, then its 95 % interval."""
         r = self.ratio
         if self.verdict == "parity":
-            return f"at parity (±{self.spread():.0f} %, {r.runs} runs) with"
+            return f"at parity (±{_pct(self.spread())} %, {r.runs} runs) with"
         lo, hi = sorted((abs(100 * (r.lo - 1)), abs(100 * (r.hi - 1))))
         word = "faster" if self.verdict == "faster" else "slower"
-        return f"{abs(self.percent()):.0f} % {word} ({lo:.0f}–{hi:.0f} %, {r.runs} runs) than"
+        return f"{_pct(abs(self.percent()))} % {word} ({_pct(lo)}–{_pct(hi)} %, {r.runs} runs) than"
 
     def times(self) -> str:
         """'1.07× (1.05–1.09)': the ratio with its interval."""

@@ -35,11 +35,11 @@ def _signature(meta: dict[str, Any]) -> list[tuple[Any, Any]]:
 
 
 def members_agree(metas: Sequence[dict[str, Any]]) -> None:
-    """Kernels timed in one loop run on the same inputs: same parameter shapes and dtypes, same
-    flush, warm-up and repeats. Raises ValueError naming the first that differs."""
+    """Kernels timed in one loop share its flush, warm-up and repeats. Raises ValueError naming
+    the first that differs."""
     first = metas[0]
     for m in metas[1:]:
-        for key, what in ((_signature, "parameters"), (lambda x: x.get("flush", "read"), "flush"),
+        for key, what in ((lambda x: x.get("flush", "read"), "flush"),
                           (lambda x: x.get("repeat", 50), "repeats"), (lambda x: x.get("warmup", 10), "warm-up")):
             if key(m) != key(first):
                 raise ValueError(f"ladder {first.get('ladder')!r}: {m['name']} differs from {first['name']} "
@@ -57,10 +57,11 @@ def baselines_of(metas: Sequence[dict[str, Any]]) -> list[str]:
 
 
 def measure_ladder(members: Sequence[tuple[Any, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
-    """One process's run of a ladder: `members` are (launcher, case metadata). Every member's
-    output is checked first; the members that pass and all the baselines are then timed in one
-    interleaved loop. Returns a record per member name: status, its samples, the baselines'
-    samples, the output check, the clocks and the spin."""
+    """One process's run of a ladder: `members` are (launcher, case metadata). Members with the
+    same parameters (shapes and dtypes) share one set of random inputs, and each baseline is
+    timed once per such set; every member's output is checked first; the members that pass and
+    the baselines are then timed in one interleaved loop. Returns a record per member name:
+    status, its samples, its baselines' samples, the output check, the clocks and the spin."""
     import torch
 
     from . import clocks
@@ -70,41 +71,47 @@ def measure_ladder(members: Sequence[tuple[Any, dict[str, Any]]]) -> dict[str, d
     metas = [m for _, m in members]
     members_agree(metas)
     first = metas[0]
-    args = random_args(members[0][0].params, device=runtime.DEVICE)
-    names = baselines_of(metas)
+    groups: dict[Any, list[int]] = {}
+    for i, m in enumerate(metas):
+        groups.setdefault(repr(_signature(m)), []).append(i)
     recs: dict[str, dict[str, Any]] = {}
     fns: dict[str, Any] = {}
-    expected: dict[str, Any] = {}
-    for launcher, meta in members:
-        own = baseline_names(meta.get("baselines") or meta.get("baseline"))
-        check = check_output(launcher, args, own, meta.get("tolerance"), meta.get("reference"),
-                             meta.get("unchecked"), cache=expected)
-        recs[meta["name"]] = {"output_check": check or None}
-        if check.get("passed") is False:
-            recs[meta["name"]]["status"] = "failed"
-            continue
-        fns[meta["name"]] = (lambda launcher=launcher: launcher(*args))
-    expected.clear()
-    if not fns:
+    keys: dict[str, dict[str, str]] = {}  # member -> its baselines' keys in the loop
+    for g, idx in enumerate(groups.values()):
+        args = random_args(members[idx[0]][0].params, device=runtime.DEVICE)
+        expected: dict[str, Any] = {}
+        tag = f"#{g}" if len(groups) > 1 else ""
+        for i in idx:
+            launcher, meta = members[i]
+            own = baseline_names(meta.get("baselines") or meta.get("baseline"))
+            check = check_output(launcher, args, own, meta.get("tolerance"), meta.get("reference"),
+                                 meta.get("unchecked"), cache=expected)
+            recs[meta["name"]] = {"output_check": check or None}
+            keys[meta["name"]] = {b: f"baseline:{b}{tag}" for b in own}
+            if check.get("passed") is False:
+                recs[meta["name"]]["status"] = "failed"
+                continue
+            fns[meta["name"]] = (lambda launcher=launcher, args=args: launcher(*args))
+        for b in baselines_of([metas[i] for i in idx]):
+            fns[f"baseline:{b}{tag}"] = (lambda b=b, args=args: BASELINES[b](*args))
+        expected.clear()
+    if not any(m["name"] in fns for m in metas):
         return recs
-    fns.update({f"baseline:{b}": (lambda b=b: BASELINES[b](*args)) for b in names})
     sampler = clocks.Sampler(torch.cuda.current_device() if torch.cuda.is_available() else 0)
     report: dict[str, Any] = {}
     from . import bench  # looked up at call time: tests replace bench.time_interleaved
 
     times = bench.time_interleaved(fns, first.get("warmup", 10), first.get("repeat", 50),
                                    first.get("flush", "read"), sample=sampler.take, report=report)
-    summary = sampler.summary()
-    for launcher, meta in members:
-        rec = recs[meta["name"]]
-        if meta["name"] not in fns:
+    summary, late = sampler.summary(), report.get("host_bound") or {}
+    for meta in metas:
+        name = meta["name"]
+        if name not in fns:
             continue
-        own = baseline_names(meta.get("baselines") or meta.get("baseline"))
-        rec.update(status="measured", samples=times[meta["name"]],
-                   baselines_samples={b: times[f"baseline:{b}"] for b in own},
-                   clocks=summary, spin_us=report.get("spin_us"),
-                   host_bound=(report.get("host_bound") or {}).get(meta["name"], 0)
-                   + sum((report.get("host_bound") or {}).get(f"baseline:{b}", 0) for b in own))
+        recs[name].update(status="measured", samples=times[name],
+                          baselines_samples={b: times[k] for b, k in keys[name].items()},
+                          clocks=summary, spin_us=report.get("spin_us"),
+                          host_bound=late.get(name, 0) + sum(late.get(k, 0) for k in keys[name].values()))
     return recs
 
 
