@@ -9,8 +9,9 @@ So before each start event the GPU is given a spin (`torch.cuda._sleep`) long en
 host to queue the start event, the call and the end event behind it: the GPU leaves the spin,
 stamps `start` and finds the launch already waiting. Whether that held is checked on every
 repeat — if the GPU had already passed `start` when the host finished queuing (`start.query()`),
-the host was the slower side — and the spin doubles during warm-up until it holds; repeats
-where it still did not are counted (`host_bound`) and kept in the record.
+the host was the slower side — and the spin doubles during warm-up until it holds. A timed
+call that the host still queued late (a scheduler hiccup) is timed again with a longer spin, up
+to RETRIES times; one still late after that is counted (`host_bound`) and kept in the record.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ FLUSHES = ("read", "write", "none")
 FLUSH_BYTES = max(256 << 20, math.ceil(2 * max(g.l2_bytes for g in GPUS.values()) / (1 << 20)) << 20)
 SPIN_US = 50.0  # the first spin before each start event; doubled while the host is slower
 SPIN_MAX_US = 20000.0
+RETRIES = 3  # times a call that the host queued late is timed again, its spin doubled each time
 
 
 def flusher(flush: str = "read", nbytes: int = FLUSH_BYTES, device: str | None = None) -> Callable[[], None]:
@@ -119,6 +121,11 @@ def time_interleaved(fns: dict[str, Callable[[], Any]], warmup: int = 10, repeat
     for r in range(repeat):
         for name in names if r % 2 == 0 else names[::-1]:
             start, end, late = once(name)
+            for _ in range(RETRIES):  # a late call timed host work: longer spin, time it again
+                if not late:
+                    break
+                spin.longer()
+                start, end, late = once(name)
             times[name].append(start.elapsed_time(end))
             late_count[name] += late
             if sample is not None and r in marks and name == names[0]:
