@@ -180,6 +180,19 @@ def reference_allowance(spec: dict[str, Any], inputs: Sequence[Any], ref: Any, o
     return float(spec.get("factor", 2)) * e_ref + eps, e_ref, eps
 
 
+def reference_atol(low: str, inputs: Sequence[Any], ref: Any, out_dtype: str, factor: float = 2,
+                   cap: float | None = None) -> float:
+    """The "reference" bound as one atol for a check's elementwise comparison (rtol 0): factor
+    times the low-precision result's largest error plus one rounding of the largest output,
+    over the whole output; no larger than `cap` (an allowance argued otherwise) when given."""
+    torch = _t()
+    ref = ref.to(torch.float32)
+    spec = {"bound": "reference", "factor": factor, "low": low}
+    _, e_ref, _ = reference_allowance(spec, inputs, ref, out_dtype)
+    atol = factor * float(e_ref.max()) + UNIT_ROUNDOFF[out_dtype] * float(ref.abs().max())
+    return atol if cap is None else min(atol, float(cap))
+
+
 def _limits(spec: dict[str, Any], inputs: Sequence[Any], ref: Any, out_dtype: str) -> tuple[Any, float]:
     """(elementwise atol, rtol) of a tolerance spec on these inputs."""
     torch = _t()

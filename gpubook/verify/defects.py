@@ -105,9 +105,13 @@ def fp8_kernel_like(a: Any, b: Any, sa: Any, sb: Any, promote: bool = True, skip
 
     M, K = a.shape
     N = b.shape[0]
+    # the sums of each group of `group` products, (M, N, K / group), exact in fp32
+    parts = torch.einsum("mgk,ngk->mng", a.float().reshape(M, K // group, group),
+                         b.float().reshape(N, K // group, group))
+    per_block = block // group
     short = torch.zeros(M, N)
     acc = torch.zeros(M, N)
-    for kb, k0 in enumerate(range(0, K, block)):
+    for kb in range(K // block):
         if sa.dim() == 1:
             s = torch.ones(M, N)
         else:
@@ -115,9 +119,8 @@ def fp8_kernel_like(a: Any, b: Any, sa: Any, sb: Any, promote: bool = True, skip
         if promote:
             short = torch.zeros(M, N)
         if kb != skip:
-            for g0 in range(k0, k0 + block, group):
-                part = a[:, g0:g0 + group].float() @ b[:, g0:g0 + group].float().t()
-                short = _bits14(short + (part if promote else part * s))
+            for g in range(kb * per_block, (kb + 1) * per_block):
+                short = _bits14(short + (parts[:, :, g] if promote else parts[:, :, g] * s))
         if promote:
             acc += short * s
     out = acc if promote else short
