@@ -73,6 +73,37 @@ def test_the_timed_fp8_checks_refuse_a_missing_tile_and_a_missing_promotion(K):
     _judge(defects.fp8_case(K, "tensor", {"bound": "gemm"}, rows=4, cols=128))
 
 
+def test_the_old_fp8_bound_passed_a_kernel_that_never_promotes():
+    """Why chapter 12H's block-scaled timed checks changed bound: against cuBLASLt's blockwise
+    output (which promotes) the summation bound lets a kernel that never promotes through at
+    8192³."""
+    rec = defects.fp8_case(8192, "block", {"bound": "gemm"}, rows=4, cols=128, baseline=True)
+    assert rec["no_promotion"]["passed"] and not rec["missing_k_tile"]["passed"]
+
+
+def test_the_reference_bound_is_named_recorded_and_described():
+    with pytest.raises(ValueError, match="names its low-precision result"):
+        outcheck.tolerance_spec({"bound": "reference"})
+    with pytest.raises(ValueError, match="positive 'factor'"):
+        outcheck.tolerance_spec({"bound": "reference", "low": "rounded", "factor": 0})
+    spec = outcheck.tolerance_spec({"bound": "reference", "low": "rounded"})
+    assert spec["factor"] == 2
+    a, b = seeded((8, 256), "bfloat16", seed=1), seeded((16, 256), "bfloat16", seed=2)
+    ref = outcheck.REFERENCES["matmul_nt"](a, b)
+    rec = outcheck.compare_output(ref.to(torch.bfloat16), ref, spec, [a, b], "matmul_nt")
+    w = rec["worst_row"]
+    # the fp32 product rounded is the low-precision result itself: error e_ref, of 2 e_ref + eps
+    assert rec["passed"] and w["error"] == w["reference_error"]
+    assert w["allowance"] == pytest.approx(2 * w["reference_error"] + w["eps"])
+    line = outcheck.describe(rec)
+    assert "2·e_ref + eps" in line and "the error of rounded there" in line
+    # one element off by more than its row's allowance is refused, and said so
+    bad = ref.clone()
+    bad[3, 5] += 3 * w["allowance"]
+    rec = outcheck.compare_output(bad.to(torch.bfloat16), ref, spec, [a, b], "matmul_nt")
+    assert rec["mismatches"] == 1 and rec["first_mismatch"]["index"] == [3, 5]
+
+
 # ---- check shapes -------------------------------------------------------------------------
 
 def _refuses(out, expected, rtol, atol):

@@ -70,14 +70,17 @@ def _sdpa_low(q: Any, k: Any, v: Any, causal: bool) -> Any:
         rep = q.shape[1] // k.shape[1]
         k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
     out = torch.empty(q.shape, dtype=dt, device=q.device)
+    n, m = q.shape[-2], k.shape[-2]
+    mask = torch.ones(n, m, dtype=torch.bool, device=q.device).triu(m - n + 1) if causal else None
     for b in range(q.shape[0]):
-        s = (q[b].float() @ k[b].float().transpose(-1, -2)).to(dt).float() * q.shape[-1] ** -0.5
-        if causal:
-            n, m = s.shape[-2:]
-            s.masked_fill_(torch.ones(n, m, dtype=torch.bool, device=s.device).triu(m - n + 1), float("-inf"))
-        p = torch.softmax(s, dim=-1).to(dt)
-        del s
-        out[b] = (p.float() @ v[b].float()).to(dt)
+        for h in range(0, q.shape[1], 8):  # 8 heads at a time: S x S scores in fp32 per head
+            s = (q[b, h:h + 8].float() @ k[b, h:h + 8].float().transpose(-1, -2)).to(dt).float()
+            s.mul_(q.shape[-1] ** -0.5)
+            if causal:
+                s.masked_fill_(mask, float("-inf"))
+            p = torch.softmax(s, dim=-1).to(dt)
+            del s
+            out[b, h:h + 8] = (p.float() @ v[b, h:h + 8].float()).to(dt)
     return out
 
 
