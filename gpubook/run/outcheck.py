@@ -14,7 +14,17 @@ Tolerances are named so that a GPU host can rebuild them from the case alone:
   roundoff). Two such results differ by at most 2(1+u) e + 2u |x|, and |x| <= (|ref| + (1+u) e)
   / (1-u); 2.05 e + 2.02 u |ref| covers both for u <= 2^-8;
 - {"bound": "sum"}: the same for a row sum (B = a row of ones);
-- {"bound": "attention", "factor": f}: |out - ref| <= f u max|V| against the fp32 reference.
+- {"bound": "attention", "factor": f}: |out - ref| <= f u max|V| against the fp32 reference;
+- {"bound": "reference", "factor": f, "low": name} (f = 2 by default): the reference's own error
+  sets the allowance. `ref` is an fp32 reference; LOW[name] computes the same output the way a
+  plain PyTorch program in the kernel's precision would, on the same inputs and the same device.
+  In each row of the output (its last axis: one query's output vector, one row of D), the
+  kernel's largest error may be at most f e_ref + eps, where e_ref is that row's largest error
+  of the low-precision result and eps = u max|ref| over the row: one rounding of the row's
+  largest element to the output's dtype, which the kernel makes wherever the low-precision
+  result happened to round better. The rule is FlashAttention's test rule (twice the error of
+  a reference in the kernel's precision), applied row by row so that the rows with the largest
+  outputs (the first rows under a causal mask) do not set the allowance of all the others.
 """
 
 from __future__ import annotations
@@ -46,6 +56,46 @@ def _sdpa_fp32(q: Any, k: Any, v: Any, causal: bool) -> Any:
     return out
 
 
+def _sdpa_low(q: Any, k: Any, v: Any, causal: bool) -> Any:
+    """Attention as a plain PyTorch program in the inputs' 16-bit dtype computes it: S = Q Kᵀ and
+    O = P V as 16-bit matmuls (fp32 accumulation, each product rounded to the dtype), the
+    softmax in fp32 on the 16-bit scores times the scale, P rounded to the dtype. The softmax is
+    in fp32 because that is what torch.softmax does with a 16-bit tensor (it computes in fp32 and
+    rounds only its result); a softmax summed in 16 bits would be a straw man no one runs. The
+    matmuls are computed as fp32 products rounded to the dtype, so that the result is the same
+    on every device (a 16-bit cuBLAS call may also reduce split-K partial sums in 16 bits)."""
+    torch = _t()
+    dt = q.dtype
+    if k.shape[1] != q.shape[1]:
+        rep = q.shape[1] // k.shape[1]
+        k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
+    out = torch.empty(q.shape, dtype=dt, device=q.device)
+    n, m = q.shape[-2], k.shape[-2]
+    mask = torch.ones(n, m, dtype=torch.bool, device=q.device).triu(m - n + 1) if causal else None
+    for b in range(q.shape[0]):
+        for h in range(0, q.shape[1], 8):  # 8 heads at a time: S x S scores in fp32 per head
+            s = (q[b, h:h + 8].float() @ k[b, h:h + 8].float().transpose(-1, -2)).to(dt).float()
+            s.mul_(q.shape[-1] ** -0.5)
+            if causal:
+                s.masked_fill_(mask, float("-inf"))
+            p = torch.softmax(s, dim=-1).to(dt)
+            del s
+            out[b, h:h + 8] = (p.float() @ v[b, h:h + 8].float()).to(dt)
+    return out
+
+
+def _scaled_matmul(a: Any, b: Any, sa: Any, sb: Any, block: int = 128) -> Any:
+    """D = A Bᵀ of an FP8 GEMM with its scales, in fp32: one scale per tensor (sa, sb of shape
+    (1,)), or block scales sa (K/block, M) per row and K block, sb (ceil(N/block), K/block) per
+    block x block tile of B."""
+    a, b = a.float(), b.float()
+    if sa.dim() == 1:
+        return (a @ b.t()) * (sa.float() * sb.float())
+    sa_full = sa.float().t().repeat_interleave(block, dim=1)[:, :a.shape[1]]
+    sb_full = sb.float().repeat_interleave(block, dim=0)[:b.shape[0]].repeat_interleave(block, dim=1)[:, :b.shape[1]]
+    return (a * sa_full) @ (b * sb_full).t()
+
+
 def _box_corners(a: Any, b: Any, blk_m: int, blk_n: int, blk_k: int, ctas: int) -> Any:
     """What a probe of TMA loads writes: `ctas` CTAs walk the (blk_m x blk_n) tiles of
     D = A @ B.T in row-major order, CTA c the tiles c, c + ctas, ..., loading every K tile of
@@ -71,6 +121,16 @@ REFERENCES: dict[str, Callable[..., Any]] = {
     "box_corners": lambda a, b, blk_m, blk_n, blk_k, ctas, **_: _box_corners(a, b, blk_m, blk_n, blk_k, ctas),
     "sdpa_fp32": lambda q, k, v, **_: _sdpa_fp32(q, k, v, causal=False),
     "sdpa_fp32_causal": lambda q, k, v, **_: _sdpa_fp32(q, k, v, causal=True),
+    "scaled_matmul_nt": lambda a, b, sa, sb, **_: _scaled_matmul(a, b, sa, sb),
+}
+
+# The low-precision results of the "reference" bound: each takes the kernel's inputs, the fp32
+# reference and the output's dtype, and returns the output a program in that precision computes.
+LOW: dict[str, Callable[..., Any]] = {
+    # a GEMM in the kernel's precision: fp32 sums (the reference's), rounded to D's dtype once
+    "rounded": lambda inputs, ref, dtype: ref.to(dtype),
+    "sdpa_lowp": lambda inputs, ref, dtype: _sdpa_low(*inputs[:3], causal=False),
+    "sdpa_lowp_causal": lambda inputs, ref, dtype: _sdpa_low(*inputs[:3], causal=True),
 }
 
 
@@ -83,14 +143,20 @@ def tolerance_spec(tolerance: Any) -> dict[str, Any]:
         if atol < 0 or rtol < 0:
             raise ValueError(f"tolerance must be non-negative, got {tolerance}")
         return {"atol": atol, "rtol": rtol}
-    if isinstance(tolerance, dict) and tolerance.get("bound") in ("gemm", "sum", "attention"):
+    if isinstance(tolerance, dict) and tolerance.get("bound") in ("gemm", "sum", "attention", "reference"):
         spec = dict(tolerance)
         if spec["bound"] == "attention" and not float(spec.get("factor", 0)) > 0:
             raise ValueError("an attention bound needs a positive 'factor' (|err| <= factor u max|V|)")
+        if spec["bound"] == "reference":
+            spec.setdefault("factor", 2)
+            if spec.get("low") not in LOW:
+                raise ValueError(f"a reference bound names its low-precision result: 'low' one of {', '.join(LOW)}")
+            if not float(spec["factor"]) > 0:
+                raise ValueError("a reference bound needs a positive 'factor' (|err| <= factor e_ref + eps)")
         return spec
     if isinstance(tolerance, dict) and ("exact" in tolerance or "atol" in tolerance):
         return dict(tolerance)
-    raise ValueError(f"tolerance must be 'exact', (atol, rtol) or {{'bound': 'gemm'|'sum'|'attention'}}, "
+    raise ValueError(f"tolerance must be 'exact', (atol, rtol) or {{'bound': 'gemm'|'sum'|'attention'|'reference'}}, "
                      f"not {tolerance!r}")
 
 
@@ -102,6 +168,32 @@ def reference_spec(reference: Any) -> dict[str, Any] | None:
     if spec.get("op") not in REFERENCES:
         raise ValueError(f"unknown reference {spec.get('op')!r}; known: {', '.join(REFERENCES)}")
     return spec
+
+
+def reference_allowance(spec: dict[str, Any], inputs: Sequence[Any], ref: Any, out_dtype: str
+                        ) -> tuple[Any, Any, Any]:
+    """The "reference" bound's (allowance, e_ref, eps), each one value per row of `ref` (its
+    last axis kept, of length 1): allowance = factor e_ref + eps."""
+    torch = _t()
+    with torch.no_grad():
+        low = LOW[spec["low"]](inputs, ref, getattr(torch, out_dtype))
+        e_ref = (low.to(ref.dtype) - ref).abs().amax(dim=-1, keepdim=True)
+        del low
+        eps = UNIT_ROUNDOFF[out_dtype] * ref.abs().amax(dim=-1, keepdim=True)
+    return float(spec.get("factor", 2)) * e_ref + eps, e_ref, eps
+
+
+def reference_atol(low: str, inputs: Sequence[Any], ref: Any, out_dtype: str, factor: float = 2,
+                   cap: float | None = None) -> float:
+    """The "reference" bound as one atol for a check's elementwise comparison (rtol 0): factor
+    times the low-precision result's largest error plus one rounding of the largest output,
+    over the whole output; no larger than `cap` (an allowance argued otherwise) when given."""
+    torch = _t()
+    ref = ref.to(torch.float32)
+    spec = {"bound": "reference", "factor": factor, "low": low}
+    _, e_ref, _ = reference_allowance(spec, inputs, ref, out_dtype)
+    atol = factor * float(e_ref.max()) + UNIT_ROUNDOFF[out_dtype] * float(ref.abs().max())
+    return atol if cap is None else min(atol, float(cap))
 
 
 def _limits(spec: dict[str, Any], inputs: Sequence[Any], ref: Any, out_dtype: str) -> tuple[Any, float]:
@@ -131,7 +223,11 @@ def compare_output(out: Any, ref: Any, spec: dict[str, Any], inputs: Sequence[An
     out_dtype = str(out.dtype).removeprefix("torch.")
     ref = ref.to(torch.float32) if ref.dtype != torch.float64 else ref
     o = out.to(ref.dtype)
-    atol, rtol = _limits(spec, inputs, ref, out_dtype)
+    if spec.get("bound") == "reference":
+        atol, e_ref, eps = reference_allowance(spec, inputs, ref, out_dtype)
+        rtol = 0.0
+    else:
+        atol, rtol = _limits(spec, inputs, ref, out_dtype)
     err = (o - ref).abs()
     allowed = atol + rtol * ref.abs()
     bad = ~(err <= allowed)  # NaN and inf outside the allowance count as mismatches
@@ -148,6 +244,14 @@ def compare_output(out: Any, ref: Any, spec: dict[str, Any], inputs: Sequence[An
     if not spec.get("exact"):
         ratio = err / torch.as_tensor(allowed, device=err.device).clamp_min(torch.finfo(torch.float32).tiny)
         rec["max_error_over_allowed"] = float(ratio[finite].max()) if bool(finite.any()) else float("nan")
+    if spec.get("bound") == "reference":
+        # the row whose error used most of its allowance, and what its allowance was made of
+        worst = torch.nan_to_num(ratio, nan=float("inf")).amax(dim=-1, keepdim=True)
+        row = int(torch.argmax(worst.reshape(-1)))
+        rec["reference_error"] = float(e_ref.max())
+        rec["worst_row"] = {"error": float(torch.nan_to_num(err, nan=float("inf")).reshape(-1, err.shape[-1])[row].max()),
+                            "reference_error": float(e_ref.reshape(-1)[row]), "eps": float(eps.reshape(-1)[row]),
+                            "allowance": float(atol.reshape(-1)[row])}
     if n_bad:
         idx = [int(i) for i in torch.nonzero(bad)[0]]
         rec["first_mismatch"] = {"index": idx, "got": float(o[tuple(idx)]), "expected": float(ref[tuple(idx)])}
@@ -163,7 +267,13 @@ def describe(rec: dict[str, Any] | None) -> str:
         return f"output not checked: {rec['unchecked']}"
     line = (f"output checked against {rec['against']} at the timed shape: {rec['mismatches']} of "
             f"{rec['elements']} elements outside the {'exact match' if rec['tolerance'].get('exact') else 'allowance'}")
-    if "max_error_over_allowed" in rec and rec["passed"]:
+    if "worst_row" in rec:
+        w, f = rec["worst_row"], rec["tolerance"].get("factor", 2)
+        line += (f" (max error {rec['max_abs_error']:.3g}; in the row that used most of its allowance "
+                 f"{f:g}·e_ref + eps, error {w['error']:.3g} = {100 * rec['max_error_over_allowed']:.0f}% of "
+                 f"{w['allowance']:.3g}, with e_ref {w['reference_error']:.3g} the error of "
+                 f"{rec['tolerance']['low']} there and eps {w['eps']:.3g})")
+    elif "max_error_over_allowed" in rec and rec["passed"]:
         line += f" (max error {rec['max_abs_error']:.3g}, {100 * rec['max_error_over_allowed']:.0f}% of its allowance)"
     if rec.get("first_mismatch"):
         m = rec["first_mismatch"]
