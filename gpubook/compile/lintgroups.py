@@ -21,9 +21,12 @@ an arrive that hands back more slots than the retired groups have read (a V slot
 after the `wait_group 1` that retired only S = Q K^T, while P V still reads it), but not an
 arrive that names the wrong slot of two, nor a group that read two slots acquired by one wait.
 An arrive made when every group is retired spends a grant if one is left and is never a
-finding. A path on which the last `wait_group` retired nothing is the pipeline's fill (the
-first iteration of a loop that releases slot it - 1 only when it >= 1, a branch on data that
-the scan follows both ways); an arrive there is not judged.
+finding. While every pending group was committed after the last `wait_group` that left none pending,
+and the last `wait_group` retired nothing, the path is the pipeline's fill (the first
+iteration of a loop that releases slot it - 1 only when it >= 1, a branch on data that the
+scan follows both ways); an arrive there is not judged. A barrier whose address `Values`
+fixes (a buffer of one slot, such as Q) is outside the count: its wait acquires nothing
+counted, and its arrive spends nothing and is not judged.
 
 bulk-store-reuse. A generic shared-memory store that filled the source of a bulk store (the
 stores since the thread's last mbarrier wait before it) must not run again, nor any store to
@@ -61,7 +64,10 @@ _REG = re.compile(r"%[A-Za-z_]+\d+")
 _AGE = 16       # groups counted after an operation's own; past that "16 or more"
 _PENDING = 8    # wgmma groups kept per path; older ones are dropped with their grants
 _GRANTS = 4     # releases granted and not yet spent, at most (fewer is the safe side)
-START = ("wg", (), 0, False, True)   # pending groups, grants, acquired since commit, judged
+# pending groups (did each follow an acquisition), grants, acquired since the last commit,
+# whether an arrive is judged, whether every pending group was committed since the last
+# wait_group that left none pending (the pipeline's fill)
+START = ("wg", (), 0, False, True, True)
 
 
 def _older(age: int) -> int:
@@ -135,7 +141,7 @@ class Groups:
             for e in of("acc"):
                 replace(e, e[:2] + (0 if e[2] < 0 else min(e[2] + 1, _AGE), e[-1]))
             for e in of("wg"):
-                replace(e, ("wg", (e[1] + (e[3],))[-_PENDING:], e[2], False, e[4], e[-1]))
+                replace(e, ("wg", (e[1] + (e[3],))[-_PENDING:], e[2], False) + e[4:])
         m = _WG_WAIT.match(i)
         if m and always:
             n = int(m.group(1))
@@ -143,7 +149,9 @@ class Groups:
             for e in of("wg"):
                 kept = e[1][len(e[1]) - n:] if 0 < n < len(e[1]) else (e[1] if n else ())
                 retired = e[1][:len(e[1]) - len(kept)]
-                replace(e, ("wg", kept, min(e[2] + sum(retired), _GRANTS), e[3], bool(retired), e[-1]))
+                fill = not kept or (e[5] and not retired)
+                replace(e, ("wg", kept, min(e[2] + sum(retired), _GRANTS), e[3], bool(retired) or not e[5],
+                            fill, e[-1]))
         if _MBAR_WAIT.match(i) and always and self.addr(k) is None:
             for e in of("wg"):
                 replace(e, e[:3] + (True,) + e[4:])
