@@ -24,12 +24,11 @@ What it does not prove. Rules are per thread: that a barrier actually synchronis
 involved (named-barrier ids and counts, mbarrier counts, parities and transaction bytes) is
 the simulator's and the GPU's to judge. Data is not followed: a branch on a loop counter or a
 tile index goes both ways, so a path no thread takes can raise a finding (the fix is to put the
-fence where every path passes). Addresses are not compared: `bulk-store-reuse` tracks the store
-instructions that wrote shared memory since the thread's last mbarrier wait before a bulk
-store, and flags one of them running again before a `wait_group` (so a rolled loop that
-rotates staging buffers reads as reuse, and a TMA load or `cp.async` into the source is not
-seen); any `wait_group` counts, whatever its N. A CLC response is whatever `query_cancel`
-decodes.
+fence where every path passes). Addresses are compared only where a register's value is fixed
+for the thread (`ptxflow.Values`: an unrolled epilogue's staging buffers). The rules on groups
+(`bulk-store-reuse`, `wgmma-acc`, `wgmma-release`) count the groups each `wait_group N` leaves
+pending; `lintgroups` says what each proves, and where `wgmma-release` counts slots instead of
+matching them. A CLC response is whatever `query_cancel` decodes.
 """
 
 from __future__ import annotations

@@ -160,8 +160,8 @@ class Groups:
             for e in of("wg"):
                 if e[1] and not e[2] and e[4]:
                     hit("wgmma-release", k, f"hands a slot back while {len(e[1])} wgmma group(s) may still "
-                        "read shared memory, and every group a wgmma.wait_group has retired has had its "
-                        "slot handed back already: move the arrive after the wait_group that retires its reader")
+                        "read shared memory, and the slots of the retired groups are all handed back: "
+                        "arrive after the wait_group that retires the slot's reader")
                 replace(e, e[:2] + (max(e[2] - 1, 0),) + e[3:])
         # -- bulk-store-reuse: a bulk store's source is rewritten only once its group is retired
         if _GENERIC_SMEM_STORE.match(i):
