@@ -19,14 +19,20 @@ grants one release. An arrive made while some wgmma group may still be in flight
 release granted earlier and not yet spent; with none left it is a finding. So the lint finds
 an arrive that hands back more slots than the retired groups have read (a V slot given back
 after the `wait_group 1` that retired only S = Q K^T, while P V still reads it), but not an
-arrive that names the wrong slot of two, nor a group that read two slots acquired by one wait.
-An arrive made when every group is retired spends a grant if one is left and is never a
-finding. While every pending group was committed after the last `wait_group` that left none pending,
-and the last `wait_group` retired nothing, the path is the pipeline's fill (the first
-iteration of a loop that releases slot it - 1 only when it >= 1, a branch on data that the
-scan follows both ways); an arrive there is not judged. A barrier whose address `Values`
-fixes (a buffer of one slot, such as Q) is outside the count: its wait acquires nothing
-counted, and its arrive spends nothing and is not judged.
+arrive that names the wrong slot of two. A group that read two slots grants one release: a
+second arrive while another group is in flight is a finding (hand it back after a later
+`wait_group`). An arrive made when every group is retired spends a grant if one is left and is
+never a finding.
+
+Two exceptions keep the count to what it can judge. While every pending group was committed
+after the last `wait_group` that left none pending, and the last `wait_group` retired nothing,
+the path is the pipeline's fill (the first iteration of a loop that releases slot it - 1 only
+when it >= 1, a branch on data that the scan follows both ways): an arrive there is not
+judged, and neither, by the same test, is one after a `wait_group N` too large to retire
+anything in a loop that drains every group at its end (the accumulator it leaves unretired is
+wgmma-acc's to find). A barrier whose address `Values` fixes (a buffer of one slot, such as Q)
+is outside the count: its wait acquires nothing counted, and its arrive spends nothing and is
+not judged.
 
 bulk-store-reuse. A generic shared-memory store that filled the source of a bulk store (the
 stores since the thread's last mbarrier wait before it) must not run again, nor any store to
