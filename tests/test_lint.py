@@ -459,3 +459,15 @@ def test_bulk_store_reuse_in_a_rolled_loop_needs_wait_group_0():
     early = _moved(BULK, "cp.async.bulk.wait_group.read 0;\n",
                    "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [%rd1, {%r1, %r2}], [%r4];\n")
     assert _rules(early) == ["bulk-store-reuse"]
+
+
+def test_wgmma_release_leaves_a_barrier_at_a_fixed_address_out_of_the_count():
+    # Q's one slot, at an address the lint computes, handed back with K after the wait_group 1
+    # (chapter 11H, step 6, after a tile's last S): neither counted nor judged
+    q_free = "mov.u32 %r14, 16;\nmbarrier.arrive.shared.b64 _, [%r14], 1;\n"
+    with_q = RING.replace("mbarrier.arrive.shared.b64 _, [%r12], 1;\n",
+                          "mbarrier.arrive.shared.b64 _, [%r12], 1;\n" + q_free)
+    assert _rules(with_q) == []
+    # the same arrive at an address that changes with the loop counter is counted
+    ring_q = with_q.replace("mov.u32 %r14, 16;\n", "add.s32 %r14, %r11, 72;\n")
+    assert _rules(ring_q) == ["wgmma-release"]
