@@ -419,6 +419,11 @@ def test_wgmma_acc_registers_wait_for_their_wait_group():
     frag = RING.replace("add.f32 %f9, %f1, %f2;\n", "add.f32 %f9, %f1, %f2;\nmov.b32 %r5, %r9;\n")
     found = lint.lint(frag)
     assert [f.rule for f in found] == ["wgmma-acc"] and "A fragment" in found[0].detail
+    # P V taking S's accumulator as its A fragment while S = Q K^T is still in flight
+    unretired = RING.replace("{%r4, %r5, %r6, %r7}", "{%f1, %f2, %f3, %f4}")
+    found = lint.lint(unretired)   # and the softmax then reads P V's A fragment while P V runs
+    assert [f.rule for f in found] == ["wgmma-acc"] * 2, found
+    assert "the wgmma at instruction" in found[0].detail and "A fragment" in found[1].detail, found
     # a second wgmma chaining on the same accumulator needs no wait
     chained = RING.replace("wgmma.commit_group.sync.aligned;\nadd.s32 %r3",
                            "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%f1, %f2, %f3, %f4}, %rd1, %rd2, "

@@ -77,7 +77,9 @@ START = ("wg", (), 0, False, True, True)
 
 
 def _older(age: int) -> int:
-    return age if age < 0 else min(age + 1, _AGE)
+    """An operation's count of groups committed after its own, after one more commit (-1:
+    not yet committed, now in the newest group)."""
+    return 0 if age < 0 else min(age + 1, _AGE)
 
 
 class Groups:
@@ -134,18 +136,18 @@ class Groups:
                     hit("wgmma-acc", e[1], f"names {reg[0]}, an {what} register of the wgmma at "
                         f"instruction {e[1]}, before a wgmma.wait_group retires it")
                     s.difference_update([x for x in of("acc") if x[1] == e[1]])
-        if i.startswith(_MMA):
-            mine = self.regs(k)[0]
+        if i.startswith(_MMA):   # another wgmma may chain on the same accumulator, nothing else
+            mine = self.regs(k)[0] | self.regs(k)[1]
             for e in of("acc"):
-                if e[1] != k and self.regs(e[1])[0] != mine and (self.regs(e[1])[0] | self.regs(e[1])[1]) \
-                        & (mine | self.regs(k)[1]):
+                theirs = self.regs(e[1])
+                if theirs[0] != self.regs(k)[0] and (theirs[0] | theirs[1]) & mine:
                     hit("wgmma-acc", e[1], f"the wgmma at instruction {k} names a register of the wgmma "
                         f"at instruction {e[1]} before a wgmma.wait_group retires it")
             s.update(("acc", k, -1, p) for p in {e[-1] for e in of("path")})
         # -- wgmma groups: commit and wait, for both wgmma rules
         if i.startswith("wgmma.commit_group") and always:
             for e in of("acc"):
-                replace(e, e[:2] + (0 if e[2] < 0 else min(e[2] + 1, _AGE), e[-1]))
+                replace(e, e[:2] + (_older(e[2]), e[-1]))
             for e in of("wg"):
                 replace(e, ("wg", (e[1] + (e[3],))[-_PENDING:], e[2], False) + e[4:])
         m = _WG_WAIT.match(i)
@@ -184,7 +186,7 @@ class Groups:
                 s.difference_update(again)
         if i.startswith("cp.async.bulk.commit_group") and always:
             for e in of("src"):
-                replace(e, e[:4] + (0 if e[4] < 0 else min(e[4] + 1, _AGE), e[-1]))
+                replace(e, e[:4] + (_older(e[4]), e[-1]))
         m = _BULK_WAIT.match(i)
         if m and always:
             s.difference_update([e for e in of("src") if e[4] >= int(m.group(1))])
