@@ -314,3 +314,165 @@ def test_a_real_kernel_whose_fence_runs_in_another_thread_than_its_init_is_found
     # init and the barrier, but on thread 0's path there is none.
     with pytest.raises(ValueError, match=r"\[init-fence\]"):
         gb.build(_init_kernel(True, fencing_thread=1), name="init_other_fence", archs=(gb.BLACKWELL,))
+
+
+# -- wgmma groups: the slot a wgmma reads and the registers it writes wait for its wait_group --
+# A consumer's loop as in chapter 11H, step 3: S = Q K_j^T and O += P V_{j-1} in flight at once;
+# K_j handed back after the wait_group 1 that retires S, V after the wait_group 0 that retires
+# P V. The barriers' addresses change with the loop counter, so the lint cannot compute them.
+RING = _entry("mov.u32 %r9, 0;\n"
+              "LOOP:\n"
+              "and.b32 %r10, %r9, 1;\nshl.b32 %r11, %r10, 3;\nadd.s32 %r1, %r11, 8;\n"
+              "mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r1], %r2;\n"          # K_j is full
+              "wgmma.fence.sync.aligned;\n"
+              "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%f1, %f2, %f3, %f4}, %rd1, %rd2, 1, 1, 1, 0, 0;\n"
+              "wgmma.commit_group.sync.aligned;\n"
+              "add.s32 %r3, %r11, 24;\n"
+              "mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r3], %r2;\n"          # V_{j-1} is full
+              "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%f5, %f6, %f7, %f8}, {%r4, %r5, %r6, %r7}, "
+              "%rd3, 1, 1, 1, 1;\n"
+              "wgmma.commit_group.sync.aligned;\n"
+              "wgmma.wait_group.sync.aligned 1;\n"
+              "add.s32 %r12, %r11, 40;\n"
+              "mbarrier.arrive.shared.b64 _, [%r12], 1;\n"                           # K_j is free
+              "add.f32 %f9, %f1, %f2;\n"                                              # softmax reads S
+              "wgmma.wait_group.sync.aligned 0;\n"
+              "add.s32 %r13, %r11, 56;\n"
+              "mbarrier.arrive.shared.b64 _, [%r13], 1;\n"                           # V_{j-1} is free
+              "add.f32 %f10, %f5, %f6;\n"                                             # O rescaled
+              "add.s32 %r9, %r9, 1;\nsetp.lt.u32 %p2, %r9, 8;\n@%p2 bra LOOP;\n", ntid=128)
+V_FREE = "wgmma.wait_group.sync.aligned 0;\nadd.s32 %r13, %r11, 56;\nmbarrier.arrive.shared.b64 _, [%r13], 1;\n"
+
+
+def _moved(ptx: str, old: str, after: str, new: str | None = None) -> str:
+    """ptx with `old` taken out and `new` (by default `old`) put right after `after`."""
+    assert old in ptx and after in ptx
+    return ptx.replace(old, "", 1).replace(after, after + (old if new is None else new), 1)
+
+
+def test_wgmma_release_a_slot_goes_back_after_the_wait_group_that_retires_its_reader():
+    assert _rules(RING) == []
+    # V handed back one wgmma early: after the wait_group 1 that retires S only, while P V reads it
+    early = _moved(RING, "add.s32 %r13, %r11, 56;\nmbarrier.arrive.shared.b64 _, [%r13], 1;\n",
+                   "mbarrier.arrive.shared.b64 _, [%r12], 1;\n")
+    found = lint.lint(early)
+    assert [f.rule for f in found] == ["wgmma-release"] and "[%r13]" in found[0].instruction, found
+    # the same arrive before the K arrive: the count cannot tell which of the two is early,
+    # and one of them is found
+    assert _rules(_moved(RING, "add.s32 %r13, %r11, 56;\nmbarrier.arrive.shared.b64 _, [%r13], 1;\n",
+                         "wgmma.wait_group.sync.aligned 1;\n")) == ["wgmma-release"]
+    # both handed back with no wait at all
+    unwaited = RING.replace("wgmma.wait_group.sync.aligned 1;\n", "").replace(V_FREE, "add.s32 %r13, %r11, 56;\n"
+                                                                              "mbarrier.arrive.shared.b64 _, [%r13], 1;\n"
+                                                                              "wgmma.wait_group.sync.aligned 0;\n")
+    assert "wgmma-release" in _rules(unwaited)
+
+
+def test_wgmma_release_counts_what_each_wait_group_retires():
+    # wait_group 0 in place of 1 retires both groups: more waiting is always allowed
+    assert _rules(RING.replace("wait_group.sync.aligned 1", "wait_group.sync.aligned 0")) == []
+    # a second wait_group 1 in place of the 0 retires nothing more: V's arrive is early, O unread
+    twice = RING.replace(V_FREE, V_FREE.replace("aligned 0", "aligned 1"))
+    assert sorted(_rules(twice)) == ["wgmma-acc", "wgmma-release"]
+    assert _rules(twice.replace("add.f32 %f10, %f5, %f6;\n", "")) == ["wgmma-release"]
+
+
+# A GEMM's main loop as in chapter 10H: one group in flight; stage it - 1 handed back after the
+# wait_group 1 that retires it, from the second iteration on (a branch on the loop counter).
+GEMM_LOOP = _entry("mov.u32 %r9, 0;\n"
+                   "LOOP:\n"
+                   "shl.b32 %r11, %r9, 3;\nand.b32 %r1, %r11, 24;\n"
+                   "mbarrier.try_wait.parity.shared::cta.b64 %p1, [%r1], %r2;\n"
+                   "wgmma.fence.sync.aligned;\n"
+                   "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%f1, %f2, %f3, %f4}, %rd1, %rd2, 1, 1, 1, 0, 0;\n"
+                   "wgmma.commit_group.sync.aligned;\n"
+                   "wgmma.wait_group.sync.aligned 1;\n"
+                   "setp.eq.s32 %p3, %r9, 0;\n@%p3 bra SKIP;\n"
+                   "add.s32 %r12, %r1, 32;\n"
+                   "mbarrier.arrive.shared.b64 _, [%r12], 1;\n"
+                   "SKIP:\n"
+                   "add.s32 %r9, %r9, 1;\nsetp.lt.u32 %p2, %r9, 8;\n@%p2 bra LOOP;\n"
+                   "wgmma.wait_group.sync.aligned 0;\n"
+                   "mbarrier.arrive.shared.b64 _, [%r12], 1;\n"
+                   "st.global.f32 [%rd3], %f1;\n", ntid=128)
+
+
+def test_wgmma_release_in_a_loop_and_its_fill():
+    # the first iteration's path with the arrive is one no thread takes (the fill): not judged
+    assert _rules(GEMM_LOOP) == []
+    # the current stage handed back: the loop keeps two groups in flight and has no grant left
+    current = GEMM_LOOP.replace("wgmma.wait_group.sync.aligned 1;\n", "", 1)
+    assert _rules(current) == ["wgmma-release"]
+    # the accumulator stored before the last wait_group
+    assert _rules(_moved(GEMM_LOOP, "st.global.f32 [%rd3], %f1;\n", "@%p2 bra LOOP;\n")) == ["wgmma-acc"]
+
+
+def test_wgmma_acc_registers_wait_for_their_wait_group():
+    # S read by the softmax before the wait_group 1 that retires it
+    early = _moved(RING, "add.f32 %f9, %f1, %f2;\n", "wgmma.commit_group.sync.aligned;\n")
+    found = lint.lint(early)
+    assert [f.rule for f in found] == ["wgmma-acc"] and "%f1" in found[0].detail, found
+    # O rescaled after the wait_group 1, which leaves P V in flight
+    assert _rules(_moved(RING, "add.f32 %f10, %f5, %f6;\n", "mbarrier.arrive.shared.b64 _, [%r12], 1;\n")) \
+        == ["wgmma-acc"]
+    # the A fragment of the register form written while P V reads it
+    frag = RING.replace("add.f32 %f9, %f1, %f2;\n", "add.f32 %f9, %f1, %f2;\nmov.b32 %r5, %r9;\n")
+    found = lint.lint(frag)
+    assert [f.rule for f in found] == ["wgmma-acc"] and "A fragment" in found[0].detail
+    # P V taking S's accumulator as its A fragment while S = Q K^T is still in flight
+    unretired = RING.replace("{%r4, %r5, %r6, %r7}", "{%f1, %f2, %f3, %f4}")
+    found = lint.lint(unretired)   # and the softmax then reads P V's A fragment while P V runs
+    assert [f.rule for f in found] == ["wgmma-acc"] * 2, found
+    assert "the wgmma at instruction" in found[0].detail and "A fragment" in found[1].detail, found
+    # a second wgmma chaining on the same accumulator needs no wait
+    chained = RING.replace("wgmma.commit_group.sync.aligned;\nadd.s32 %r3",
+                           "wgmma.mma_async.sync.aligned.m64n8k16.f32.f16.f16 {%f1, %f2, %f3, %f4}, %rd1, %rd2, "
+                           "1, 1, 1, 0, 0;\nwgmma.commit_group.sync.aligned;\nadd.s32 %r3", 1)
+    assert _rules(chained) == []
+
+
+# -- bulk-store-reuse counts bulk groups: two staging buffers written in turn by an unrolled
+# epilogue (addresses the lint computes: the shared array at 0), one bulk store each
+def _epilogue(wait: int, chunks: int = 4) -> str:
+    body = ""
+    for c in range(chunks):
+        buf = 1024 * (c % 2)
+        body += (f"cp.async.bulk.wait_group.read {wait};\n"
+                 f"st.shared.v4.u32 [smem+{buf}], {{%r5, %r6, %r7, %r8}};\n"
+                 "fence.proxy.async.shared::cta;\n"
+                 f"cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [%rd1, {{%r1, %r{c + 2}}}], [smem+{buf}];\n"
+                 "cp.async.bulk.commit_group;\n")
+    return _entry(".shared .align 1024 .b8 smem[2048];\n" + body + "cp.async.bulk.wait_group 0;\n", ntid=32)
+
+
+def test_bulk_store_reuse_counts_the_buffers_between_stores():
+    # two buffers: the one about to be rewritten was stored one group before the newest
+    assert _rules(_epilogue(1)) == [] and _rules(_epilogue(0)) == []
+    found = lint.lint(_epilogue(2))   # chunk 2 rewrites buffer 0, chunk 3 buffer 1
+    assert [f.rule for f in found] == ["bulk-store-reuse"] * 2 and "N <= 1" in found[0].detail, found
+    # two chunks only: no buffer is written twice, whatever N
+    assert _rules(_epilogue(5, chunks=2)) == []
+    # a store at an address the lint cannot compute is the same buffer as itself only
+    blind = _epilogue(2).replace("[smem+1024], {", "[%r11], {")
+    assert _rules(blind) == ["bulk-store-reuse"]   # buffer 0 (chunks 0 and 2) is still found
+
+
+def test_bulk_store_reuse_in_a_rolled_loop_needs_wait_group_0():
+    assert _rules(BULK) == []
+    assert _rules(BULK.replace("wait_group.read 0", "wait_group.read 1")) == ["bulk-store-reuse"]
+    # a wait before the commit retires nothing of the store it should cover
+    early = _moved(BULK, "cp.async.bulk.wait_group.read 0;\n",
+                   "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [%rd1, {%r1, %r2}], [%r4];\n")
+    assert _rules(early) == ["bulk-store-reuse"]
+
+
+def test_wgmma_release_leaves_a_barrier_at_a_fixed_address_out_of_the_count():
+    # Q's one slot, at an address the lint computes, handed back with K after the wait_group 1
+    # (chapter 11H, step 6, after a tile's last S): neither counted nor judged
+    q_free = "mov.u32 %r14, 16;\nmbarrier.arrive.shared.b64 _, [%r14], 1;\n"
+    with_q = RING.replace("mbarrier.arrive.shared.b64 _, [%r12], 1;\n",
+                          "mbarrier.arrive.shared.b64 _, [%r12], 1;\n" + q_free)
+    assert _rules(with_q) == []
+    # the same arrive at an address that changes with the loop counter is counted
+    ring_q = with_q.replace("mov.u32 %r14, 16;\n", "add.s32 %r14, %r11, 72;\n")
+    assert _rules(ring_q) == ["wgmma-release"]

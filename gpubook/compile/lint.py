@@ -24,12 +24,11 @@ What it does not prove. Rules are per thread: that a barrier actually synchronis
 involved (named-barrier ids and counts, mbarrier counts, parities and transaction bytes) is
 the simulator's and the GPU's to judge. Data is not followed: a branch on a loop counter or a
 tile index goes both ways, so a path no thread takes can raise a finding (the fix is to put the
-fence where every path passes). Addresses are not compared: `bulk-store-reuse` tracks the store
-instructions that wrote shared memory since the thread's last mbarrier wait before a bulk
-store, and flags one of them running again before a `wait_group` (so a rolled loop that
-rotates staging buffers reads as reuse, and a TMA load or `cp.async` into the source is not
-seen); any `wait_group` counts, whatever its N. A CLC response is whatever `query_cancel`
-decodes.
+fence where every path passes). Addresses are compared only where a register's value is fixed
+for the thread (`ptxflow.Values`: an unrolled epilogue's staging buffers). The rules on groups
+(`bulk-store-reuse`, `wgmma-acc`, `wgmma-release`) count the groups each `wait_group N` leaves
+pending; `lintgroups` says what each proves, and where `wgmma-release` counts slots instead of
+matching them. A CLC response is whatever `query_cancel` decodes.
 """
 
 from __future__ import annotations
@@ -37,6 +36,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from .lintgroups import START, Groups
 from .ptxflow import Instruction, entry, functions, roles, scan
 
 __all__ = ["RULES", "Finding", "asynchronous", "check_declared", "enforced", "functions", "lint", "report",
@@ -62,9 +62,14 @@ RULES = {
     "clc-response": "a CLC response is read (query_cancel) after an mbarrier wait that follows its "
                     "try_cancel, and fence.proxy.async follows the read before the next try_cancel, "
                     "barrier or arrive",
-    "bulk-store-reuse": "a generic store that filled the shared-memory source of a bulk (TMA) store "
-                        "runs again only after a cp.async.bulk.wait_group follows that store's "
-                        "commit_group",
+    "bulk-store-reuse": "a generic store that filled the shared-memory source of a bulk (TMA) store, "
+                        "or a store to its address, runs again only after a cp.async.bulk.wait_group N "
+                        "with N at most the bulk groups committed after that store's",
+    "wgmma-acc": "the accumulator and A-fragment registers of a wgmma.mma_async are named by no "
+                 "other instruction before a wgmma.wait_group retires its group",
+    "wgmma-release": "an mbarrier.arrive that hands a ring slot back while wgmma groups are in "
+                     "flight is paid for by a group that read a slot and that a wgmma.wait_group "
+                     "has retired (counted, not matched: see lintgroups)",
 }
 
 _SYNC = re.compile(r"^(?:bar\.sync|bar\.red|barrier\.sync|barrier\.cta\.sync|barrier\.red|"
@@ -79,8 +84,6 @@ _GENERIC_SMEM_STORE = re.compile(r"^(?:st\.shared(?:::cta)?\.|st\.volatile\.shar
 _ASYNC_SMEM_READ = re.compile(r"^(?:cp\.async\.bulk\.tensor\.\dd\.global\.shared|"
                               r"cp\.async\.bulk\.global\.shared|cp\.reduce\.async\.bulk[\w:.]*\.global\.shared|"
                               r"tcgen05\.mma|tcgen05\.cp|wgmma\.mma_async)")
-_BULK_STORE = re.compile(r"^(?:cp\.async\.bulk\.tensor\.\dd\.global\.shared|cp\.async\.bulk\.global\.shared|"
-                         r"cp\.reduce\.async\.bulk[\w:.]*\.global\.shared)")
 _PROXY_FENCE = re.compile(r"^fence\.proxy\.async(?:$|\.shared|\s)")
 _REMOTE = re.compile(r"^(?:mapa\b|tcgen05\.commit\.[\w:.]*multicast|"
                      r"cp\.async\.bulk\.tensor\.[\w:.]*cta_group::2|mbarrier\.arrive[\w:.]*shared::cluster)")
@@ -193,29 +196,8 @@ def lint(ptx: str) -> list[Finding]:
         if _GENERIC_SMEM_STORE.match(i):
             drop("store")
             opened(("store", k))
-        # -- bulk-store-reuse: a store that filled a bulk store's source runs again only after
-        #    a wait_group covers that bulk store
-        if _GENERIC_SMEM_STORE.match(i):
-            again = [e for e in of("src") if e[1] == k]
-            if again:
-                cause = min(e[2] for e in again)
-                hit("bulk-store-reuse", cause, f"writes the source of the bulk store at instruction {cause} "
-                    "again while it may still be reading it: no cp.async.bulk.wait_group covers it")
-                s.difference_update(again)
-        if i.startswith("cp.async.bulk.commit_group") and always:
-            for e in [e for e in of("src") if not e[3]]:
-                s.discard(e)
-                s.add(e[:3] + (True, e[-1]))
-        if i.startswith("cp.async.bulk.wait_group") and always:
-            s.difference_update([e for e in of("src") if e[3]])
-        if _MBAR_WAIT.match(i) and always:
-            drop("staged")
-        if _BULK_STORE.match(i):
-            for e in of("staged"):
-                s.discard(e)
-                s.add(("src", e[1], k, False, e[-1]))
-        if _GENERIC_SMEM_STORE.match(i):
-            opened(("staged", k))
+        # -- wgmma-acc, wgmma-release and bulk-store-reuse: groups (lintgroups)
+        groups[0].step(k, op, s, hit)
         # -- after-sync and before-dealloc
         if _TC_OP.match(i) and of("sync"):
             cause = of("sync")[0][1]
@@ -278,8 +260,11 @@ def lint(ptx: str) -> list[Finding]:
             drop("pub")
             opened(("init", k), ("pub", k))
 
-    for role in roles(ptx, ins):
-        scan(ins, step, [("path", _NONE)], role)
+    first: list = []
+    groups: list[Groups] = []
+    for role, tid in zip(roles(ptx, ins, first=first), first):
+        groups[:] = [Groups(ptx, ins, tid)]
+        scan(ins, step, [("path", _NONE), START + (_NONE,)], role)
     return sorted(found.values(), key=lambda f: (f.index, f.rule))
 
 

@@ -319,16 +319,20 @@ class Values:
         return v
 
 
-def roles(ptx: str, ins: list[Instruction], most: int = 16) -> list[dict[int, bool]]:
+def roles(ptx: str, ins: list[Instruction], most: int = 16,
+          first: list | None = None) -> list[dict[int, bool]]:
     """The block's threads grouped by how they take the branches that depend on %tid alone.
 
     Every conditional branch whose predicate `Values` can compute is evaluated for every thread
     of the block; threads that take all of them the same way form one role. Each role is a map
     from branch to direction; [{}] (one role, no branch known) when the block size is not
-    declared or the roles number more than `most`.
+    declared or the roles number more than `most`. `first`, when given, receives the first
+    thread (x, y, z) of each role, in the same order.
     """
     vals = Values(ptx, ins)
     if vals.ntid is None:
+        if first is not None:
+            first[:] = [(0, 0, 0)]
         return [{}]
     branches = [k for k, i in enumerate(ins) if i.test is not None and "elect" not in i.test[0][2:]]
     groups: dict[tuple, dict[int, bool]] = {}
@@ -342,9 +346,15 @@ def roles(ptx: str, ins: list[Instruction], most: int = 16) -> list[dict[int, bo
             if a is None or b is None or d.group(1) not in _CMP:
                 continue
             fixed[k] = _CMP[d.group(1)](a, b) != bool(g.group(1))
+        if tuple(sorted(fixed.items())) not in groups and first is not None:
+            first.append(tid)
         groups.setdefault(tuple(sorted(fixed.items())), fixed)
         if len(groups) > most:
+            if first is not None:
+                first[:] = [(0, 0, 0)]
             return [{}]
+    if first is not None and not groups:
+        first[:] = [(0, 0, 0)]
     return list(groups.values()) or [{}]
 
 
