@@ -59,6 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     lc = sub.add_parser("replay-ladder", help=argparse.SUPPRESS)
     lc.add_argument("cases", nargs="+")
     lc.add_argument("--json", required=True)
+    lc.add_argument("--load-only", action="store_true", help="load (and so compile) the modules, time nothing")
     pr = sub.add_parser("promotion", help="measure the error of cuBLASLt's FP8 GEMM with and without "
                         "promotion against fp64 on this GPU and write a record (chapter 12H)")
     pr.add_argument("--results", type=Path, default=None,
@@ -108,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.cmd == "replay-ladder":
         from .verify.replay import main_ladder
 
-        return main_ladder(args.cases, args.json)
+        return main_ladder(args.cases, args.json, args.load_only)
     if args.cmd == "promotion":
         from .run.promotion import main as promotion_main
 

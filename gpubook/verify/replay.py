@@ -249,6 +249,11 @@ def replay(export_dir: Path, results: Path | None, sanitize: bool, timeout: floa
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
         for case_dir, rec in zip(checks, pool.map(one, checks)):
             finish(case_dir, rec)
+    runnable = [c for c in timed if arch in load_case(c)["runs_on"]]
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:  # compile every timed module first, in parallel
+        list(pool.map(lambda c: subprocess.run(
+            [sys.executable, "-m", "gpubook", "replay-ladder", "--load-only", "--json", str(work / f"{c.name}.load.json"),
+             str(c)], capture_output=True, timeout=timeout), runnable))
     for group in ladders(timed):
         for case_dir, rec in zip(group, time_ladder(group, work, timeout, max(1, repeats), run)):
             finish(case_dir, rec)
@@ -363,8 +368,9 @@ def time_ladder(group: list[Path], work: Path, timeout: float, repeats: int,
     return recs
 
 
-def main_ladder(case_dirs: list[str], out_json: str) -> int:
-    """One process's run of a ladder (gpubook.run.protocol.measure_ladder): each case's record."""
+def main_ladder(case_dirs: list[str], out_json: str, load_only: bool = False) -> int:
+    """One process's run of a ladder (gpubook.run.protocol.measure_ladder): each case's record.
+    `load_only` loads the modules, which compiles them into the replay's cubin cache, and stops."""
     from ..run import runtime
     from ..run.protocol import measure_ladder
 
@@ -374,7 +380,7 @@ def main_ladder(case_dirs: list[str], out_json: str) -> int:
         meta = load_case(Path(d))
         so = Path(d) / f"module-{arch}.so"
         members.append((runtime.load(str(so), meta["name"], meta["param_objs"], arch), meta))
-    Path(out_json).write_text(json.dumps(measure_ladder(members)))
+    Path(out_json).write_text(json.dumps({} if load_only else measure_ladder(members)))
     return 0
 
 
