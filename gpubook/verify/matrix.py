@@ -18,11 +18,16 @@ from typing import Any
 
 from ..facts.paths import CHAPTERS
 from ..facts.results import load_runs
-from .describe import describe_allowance as _allowance, describe_error as _error, gpu_name as _gpu, readable_finding as _readable
+from .describe import describe_allowance as _allowance, describe_error, gpu_name as _gpu, readable_finding as _readable
 from .describe import simulated_clusters
 from .describe import record_sanitizer as _sanitizer, sanitizer_short as _sanitizer_short
 from .describe import record_time as _time, speed as _speed, speedups  # noqa: F401 - speedups is API
 from . import manifest
+
+def _error(rec: dict[str, Any]) -> str:
+    """describe.describe_error, its '|ref|' written so that a table cell keeps it whole."""
+    return describe_error(rec).replace("|ref|", "abs(ref)")
+
 
 ARCH_NAMES = {"sm_90a": "sm_90", "sm_100a": "sm_100"}
 HOPPER_ONLY = "sm_90a only — wgmma has no sm_100a form"
@@ -202,9 +207,8 @@ def tier(row: dict[str, Any]) -> str:
     if hopper_only(row):
         return "compiled for sm_90a — never run"
     sim = row.get("simulated")
-    part = ""
-    if sim and simulated_clusters(sim) and simulated_clusters(sim)[1] > simulated_clusters(sim)[0]:
-        part = " ({} of {} clusters)".format(*simulated_clusters(sim))
+    found = simulated_clusters(sim) if sim else None
+    part = ", {} of {} clusters".format(*found) if found and found[1] > found[0] else ""
     if sim and sim["status"] == "simulated":
         return f"simulated for sm_100a (NumSim{part}) — never run on a GPU"
     if sim and sim["status"] == "caught":
@@ -389,8 +393,5 @@ def never_run_list(table_rows: list[dict[str, Any]], chapters_dir: Path | str | 
 def kernel_archs(table_rows: list[dict[str, Any]]) -> list[tuple[str, tuple[str, ...]]]:
     """(name, archs it was built for) of each kernel of the rows (`kernels`): what a page's
     Runs-on badge counts, kernel for kernel the count of the opening box (`counts`)."""
-    out = []
-    for rs in kernels(table_rows):
-        b = rs[0].get("build") or {}
-        out.append((b.get("name", rs[0]["name"]), tuple(b.get("runs_on") or rs[0].get("runs_on") or ())))
-    return out
+    return [((rs[0].get("build") or {}).get("name", rs[0]["name"]),
+             tuple((rs[0].get("build") or {}).get("runs_on") or rs[0].get("runs_on") or ())) for rs in kernels(table_rows)]
