@@ -195,3 +195,11 @@ def test_a_replayed_error_is_a_fraction_of_the_whole_allowance(vadd, tmp_path, m
     write_results(tmp_path, monkeypatch, [record(vadd, max_abs_error=2e-5)])
     first = repr(gb.check(vadd, args(), ref=add)).splitlines()[0]
     assert "max abs error 2e-05 (allowance atol 1e-05 + rtol 1.3e-06·|ref|)" in first
+
+
+def test_a_replay_of_another_case_is_linked_where_it_is_cited(vadd, tmp_path, monkeypatch):
+    write_results(tmp_path, monkeypatch, [record(vadd, case_digest=digest_of(vadd, stress=10))])
+    lines = repr(gb.check(vadd, args(), ref=add)).splitlines()
+    cited = [ln for ln in lines if "replayed for another case" in ln]
+    assert len(cited) == 1 and cited[0].endswith("(appendix A, A-verification-matrix.html)")
+    assert sum("appendix A" in ln for ln in lines) == 1

@@ -98,21 +98,20 @@ class CheckResult:
         out.append(f"static facts: {self.facts}")
         return out
 
+    def _linked(self, lines: list[str], link: str) -> list[str]:
+        """The lines with appendix A named after the one that cites a replay (none without one)."""
+        if self.recorded is not None:
+            i = 0 if self._replayed() else next(i for i, ln in enumerate(lines) if "replayed for another case" in ln)
+            lines[i] += link
+        return lines
+
     def __repr__(self) -> str:
-        first, *rest = self.lines()
-        if self._replayed():
-            first += f" (appendix A, {MATRIX_PAGE})"
-        elif self.recorded is not None:
-            rest[0] += f" (appendix A, {MATRIX_PAGE})"
+        first, *rest = self._linked(self.lines(), f" (appendix A, {MATRIX_PAGE})")
         return "\n".join([first] + [f"  {ln}" for ln in rest])
 
     def _repr_html_(self) -> str:
-        first, *rest = (html.escape(ln) for ln in self.lines())
-        link = f' — <a href="{MATRIX_PAGE}">appendix A</a>'
-        if self._replayed():
-            first += link
-        elif self.recorded is not None:
-            rest[0] += link
+        escaped = [html.escape(ln) for ln in self.lines()]
+        first, *rest = self._linked(escaped, f' — <a href="{MATRIX_PAGE}">appendix A</a>')
         body = "<br>".join([first] + [f"&nbsp;&nbsp;{ln}" for ln in rest])
         return f'<div class="gpubook-report gpubook-check"><code>{body}</code></div>'
 
