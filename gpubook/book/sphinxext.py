@@ -1,13 +1,15 @@
 """Sphinx extension of the book: a "Runs on" badge and a notebook download link on each chapter,
 the facts the demos read, and a build output without the theme's template leftovers.
 
-The badge is read off the executed chapter itself: every kernel's compile report says
-"compiled for sm_100a (+sm_90a)" (portable) or "compiled for sm_100a only" (Blackwell-only),
-and every check says where it passed (here, or in a replay) or why it did not run here. The
-badge counts the kernels appendix A lists for the chapter (`gpubook.verify.matrix`), the count
-the chapter's opening box gives (`gpubook.book.headline`). The download link points at the chapter's paired
-notebook (``notebooks/<name>.ipynb``, the jupytext pair, without outputs), copied into the
-build under ``_notebooks/``.
+The badge counts the kernels appendix A lists for the chapter (`gpubook.verify.matrix`), the
+count the chapter's opening box gives (`gpubook.book.headline`), grouped by where they run:
+sm_90+ (portable), sm_90a (Hopper only, wgmma) and sm_100a (Blackwell only); a page of several
+groups names each with its count. A page of no recorded kernel falls back on its compile
+reports ("compiled for sm_100a (+sm_90a)", "... only"). Whether the page launches any kernel is
+read off its checks, which say where they passed (here, or in a replay) or why they did not
+run here. The download link points at the chapter's paired notebook
+(``notebooks/<name>.ipynb``, the jupytext pair, without outputs), copied into the build under
+``_notebooks/``.
 
 The interactive demos under ``_static/demos/`` take every hardware number they show from
 ``_static/demos/book-data.js``, written here at build time from ``gpubook.hardware``: the
