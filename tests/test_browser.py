@@ -222,8 +222,9 @@ def test_runs_on_badge_matches_the_kernels(shared_pages: SharedPages, chapters: 
         box = re.search(r"Of its (\d+) kernels?\b", text)
         if box and tier != "compile-only":
             n = int(box.group(1))
-            said = {1: "The one kernel", 2: "Both kernels"}.get(n, f"{n} kernels")
-            assert said in title, f"{path}: the opening box counts {n} kernels, the badge says {title!r}"
+            said = re.search(r"(?:Of the page's|All) (\d+) kernels|(The one kernel)|(Both kernels)", title)
+            counted = int(said.group(1)) if said and said.group(1) else 1 if said and said.group(2) else 2 if said else None
+            assert counted == n, f"{path}: the opening box counts {n} kernels, the badge says {title!r}"
         shown = dict(re.findall(r"([\w.\-]+): compiled for sm_100a( \(\+sm_90a\)| only)", text))
         hopper = re.findall(r"([\w.\-]+): compiled for sm_90a only", text)
         if tier not in ("compile-only", "any machine"):   # every kind of kernel shown is named
