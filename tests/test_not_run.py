@@ -203,3 +203,12 @@ def test_a_replay_of_another_case_is_linked_where_it_is_cited(vadd, tmp_path, mo
     cited = [ln for ln in lines if "replayed for another case" in ln]
     assert len(cited) == 1 and cited[0].endswith("(appendix A, A-verification-matrix.html)")
     assert sum("appendix A" in ln for ln in lines) == 1
+
+
+def test_a_replay_without_the_stress_run_says_the_stress_run_is_missing(vadd, tmp_path, monkeypatch):
+    """A pass recorded without the planned stress launches leads, and the missing stress run is
+    said as such, not as 'not run either'."""
+    write_results(tmp_path, monkeypatch, [dict(record(vadd, check_stress=2000), stress=None)])
+    text = repr(gb.check(vadd, args(), ref=add, stress=2000))
+    assert text.startswith("PASSED vadd on an H200 (replay of 2026-11-30)")
+    assert "stress test of 2000 launches: not in the replay's record, and not run here" in text

@@ -94,7 +94,8 @@ class CheckResult:
         if self.simulated is None and self.not_simulated:
             out.append(f"not simulated: {self.not_simulated}")
         if self.stress_planned and not (self.recorded or {}).get("stress"):
-            out.append(f"stress test of {self.stress_planned} launches: not run either")
+            out.append(f"stress test of {self.stress_planned} launches: "
+                       + ("not in the replay's record, and not run here" if self._replayed() else "not run either"))
         out.append(f"static facts: {self.facts}")
         return out
 
