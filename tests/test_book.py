@@ -43,7 +43,7 @@ def test_every_chapter_page_holds_executed_output(built_book, chapter):
         arch = "sm_90a" if hopper_only else "sm_100a"
         assert f"compiled for {arch}" in html, f"{chapter.name}: no kernel report says 'compiled for {arch}'"
     if "gb.check(" in src:
-        assert ("PASS " in html) or ("NOT RUN " in html), f"{chapter.name}: checks left no verdict"
+        assert re.search(r"\bPASSED [\w.\-]+ |\bNOT RUN |\bnot run here: ", html), f"{chapter.name}: checks left no verdict"
 
 
 @pytest.mark.book
@@ -53,7 +53,12 @@ def test_no_page_claims_a_pass_without_a_gpu(built_book):
     if torch.cuda.is_available():
         pytest.skip("a GPU is present: passes are real here")
     for page in (built_book / "chapters").glob("*.html"):
-        assert not re.search(r">PASS \w", page.read_text()), f"{page.name} prints PASS without a GPU"
+        text = page.read_text()
+        assert not re.search(r"PASSED [\w.\-]+ here\b", text), f"{page.name} claims a pass here without a GPU"
+        # every pass printed is a replay's, with the GPU and the date it ran on
+        for m in re.finditer(r"PASSED [\w.\-]+ ([^:<]*)", text):
+            assert re.fullmatch(r"on an? [^()]+ \(replay of \d{4}-\d\d-\d\d\)", m.group(1).strip()), \
+                f"{page.name}: a pass without its replay: {m.group(0)!r}"
 
 
 def _mini_book(tmp_path: Path, chapter_body: str) -> Path:

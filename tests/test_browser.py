@@ -202,27 +202,38 @@ def test_each_chapter_downloads_its_notebook(shared_pages: SharedPages, chapters
 
 
 def test_runs_on_badge_matches_the_kernels(shared_pages: SharedPages, chapters: list[str]) -> None:
-    """The badge under each chapter's title agrees with the compile reports on the page."""
+    """The badge under each chapter's title counts the kernels appendix A lists for the chapter,
+    as many as the opening box says, names every group of them by where they run, and agrees
+    with the compile reports shown on the page."""
+    from gpubook.book.sphinxext import PageTiers, chapter_kernels
+
     for path in chapters:
         page = shared_pages.page(path)
         badge = page.locator("h1 + .gpubook-pagebar .gpubook-badge, h1 ~ .gpubook-pagebar .gpubook-badge")
         assert badge.count() == 1, f"{path}: no Runs-on badge under the title"
-        tier = badge.get_attribute("data-tier")
+        tier, title = badge.get_attribute("data-tier"), badge.get_attribute("title")
         text = page.locator("article").inner_text()
-        reports = dict(re.findall(r"([\w.\-]+): compiled for sm_100a( \(\+sm_90a\)| only)", text))
-        hopper_only = re.findall(r"([\w.\-]+): compiled for sm_90a only", text)
-        checked = bool(re.search(r"\bPASS\b|\bNOT (?:RUN|MEASURED)\b", text))
-        if hopper_only and not reports:
-            expected = "sm_90a only"
-        elif not reports:
-            expected = "any machine"
-        elif not checked:
-            expected = "compile-only"
-        elif all(v.strip() == "(+sm_90a)" for v in reports.values()):
-            expected = "sm_90+"
-        else:
-            expected = "B200 only"
-        assert tier == expected, f"{path}: badge says {tier!r}, its kernels say {expected!r} ({reports})"
+        expected = PageTiers()
+        expected.read(text)                        # the reports shown, and whether a check printed
+        archs = chapter_kernels(Path(path).stem)
+        if archs:                                  # the kernels appendix A lists for the chapter
+            expected.use_rows(archs)
+        assert tier == expected.tier()[1], f"{path}: badge says {tier!r}, expected {expected.tier()[1]!r}"
+        box = re.search(r"Of its (\d+) kernels?\b", text)
+        if box and tier != "compile-only":
+            n = int(box.group(1))
+            said = re.search(r"(?:Of the page's|All) (\d+) kernels|(The one kernel)|(Both kernels)", title)
+            counted = int(said.group(1)) if said and said.group(1) else 1 if said and said.group(2) else 2 if said else None
+            assert counted == n, f"{path}: the opening box counts {n} kernels, the badge says {title!r}"
+        shown = dict(re.findall(r"([\w.\-]+): compiled for sm_100a( \(\+sm_90a\)| only)", text))
+        hopper = re.findall(r"([\w.\-]+): compiled for sm_90a only", text)
+        if tier not in ("compile-only", "any machine"):   # every kind of kernel shown is named
+            if hopper:
+                assert "sm_90a" in tier, (path, tier)
+            if any(v.strip() == "only" for v in shown.values()):
+                assert "B200" in tier or "sm_100a" in tier, (path, tier)
+            if any(v.strip() == "(+sm_90a)" for v in shown.values()):
+                assert "sm_90+" in tier, (path, tier)
         assert badge.is_visible()
     shared_pages.assert_clean()
 

@@ -16,6 +16,10 @@ def test_ring_needs_two_refills_of_every_slot():
     with pytest.raises(cov.CoverageError, match="1 short"):
         cov.ring(8, 4)
     assert "both parities flip" in cov.ring(9, 4)
+    with pytest.raises(cov.CoverageError, match="does not wrap the ring"):   # the line says what is untested
+        cov.ring(4, 4)
+    with pytest.raises(cov.CoverageError, match="wraps only once"):
+        cov.ring(8, 4)
     assert "slot 0 filled 3 times" in cov.ring(9, 4)
 
 
@@ -39,6 +43,8 @@ def test_kv_blocks_needs_three():
 def test_short_names_its_reason_and_loses_it_when_covered():
     line = cov.ring(4, 6, short="a longer K costs 6 minutes of simulation")
     assert "4 short" not in line and "9 short" in line and "6 minutes" in line
+    assert line.startswith("ring coverage: 4 K-tiles over 6 stages, slot 0 filled once — short of coverage: "
+                           "the check's K does not wrap the ring, so no slot is reused")
     with pytest.raises(cov.CoverageError, match="drop the reason"):
         cov.ring(13, 6, short="no longer true")
     with pytest.raises(cov.CoverageError, match="drop the reason"):
@@ -91,7 +97,7 @@ def test_late_rise_reads_gqa_heads():
 def test_kept_short_says_the_reason_only_where_a_case_falls_short():
     assert cov.kept_short(cov.ring, 13, 6, reason="slow") == cov.ring(13, 6)
     assert "= 13, 9 short" in cov.kept_short(cov.ring, 4, 6, reason="slow")
-    assert cov.kept_short(cov.ring, 4, 6, reason="slow").endswith("— slow")
+    assert cov.kept_short(cov.ring, 4, 6, reason="slow").endswith("; kept short on purpose: slow")
     with pytest.raises(ValueError):
         cov.kept_short(cov.ring, 0, 6, reason="slow")
 

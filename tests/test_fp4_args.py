@@ -53,7 +53,7 @@ def test_packed_values_compare_by_value_and_poison_as_minus_six():
     q = _e2m1((4, 8), seed=1)
     t = _packed(q)
     assert torch.equal(cmp.as_float64(t), q.double())  # the low nibble is the first element
-    assert cmp.compare("out", t, t.clone(), 0, 0) == (0.0, 0.0)
+    assert cmp.compare("out", t, t.clone(), 0, 0) == (0.0, 0.0, 0.0)
     assert cmp.compare("out", t, q, 0, 0)[0] == 0.0  # a reference in float values compares too
     off = q.clone()
     off[2, 5] = 6.0 if q[2, 5] != 6.0 else -6.0

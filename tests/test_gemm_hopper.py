@@ -62,5 +62,7 @@ def test_a_page_of_hopper_only_kernels_gets_its_own_badge():
     page.read('gemm_h1_4096: compiled for sm_90a only; no sm_100a build: ptxas: ... NOT RUN gemm_h1')
     css, label, text = page.tier()
     assert label == "sm_90a only" and "Hopper (sm_90a) only" in text
-    page.read("copy: compiled for sm_100a (+sm_90a) · 8 regs")
-    assert page.tier()[1] == "sm_90+"
+    page.read("copy: compiled for sm_100a (+sm_90a) · 8 regs")   # a portable probe beside it: both named
+    css, label, text = page.tier()
+    assert label == "sm_90+ (1 kernel), sm_90a (1)" and "mixed" in css
+    assert "gemm_h1_4096 runs on Hopper (sm_90a) only" in text and "copy runs on Hopper (sm_90a) and Blackwell" in text

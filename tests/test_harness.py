@@ -71,8 +71,8 @@ def test_not_run_output_without_a_gpu(vadd):
     res = gb.check(vadd, args_for_vadd(), ref=lambda x, y, out: x + y)
     assert res.status == "not run" and not res.passed
     text = repr(res)
-    assert text.startswith("NOT RUN vadd")
-    assert "not run: no GPU on this machine" in text and "PASS" not in text
+    assert text.startswith("NOT RUN vadd: no GPU on this machine (compiled for sm_100a or sm_90a)")
+    assert "PASS" not in text
     assert "12 regs" in text or "regs" in text
 
 
@@ -81,7 +81,7 @@ def test_not_run_on_a_gpu_of_the_wrong_arch(monkeypatch):
     k = gb.build(kernels.tmem_roundtrip, name="tmem")
     res = gb.check(k, [torch.empty(128, dtype=torch.int32)], ref=lambda out: torch.zeros(128, dtype=torch.int32))
     assert res.status == "not run"
-    assert "compiled for sm_100a — not run: this GPU is sm_90a" in repr(res)
+    assert repr(res).startswith("NOT RUN tmem: this GPU is sm_90a (compiled for sm_100a)")
 
 
 def test_strict_switch_turns_not_run_into_an_error(vadd, monkeypatch):
@@ -128,8 +128,24 @@ def test_compare_rejects_nan_and_accepts_rounding():
         gb.compare("k", torch.tensor([1.0, float("nan"), 1.0, 1.0]), ref, 1e-3, 1e-3)
     err = gb.compare("k", ref + 1e-7, ref, *gb.tolerance("float32"))
     assert err[0] == pytest.approx(1e-7, rel=0.2)
+    # over the whole allowance, atol + rtol |ref| = 1e-5 + 1.3e-6: about 0.9% of it
+    assert err.max_error_over_allowed == pytest.approx(1e-7 / (1e-5 + 1.3e-6), rel=0.2)
     with pytest.raises(gb.CheckError):
         gb.compare("k", torch.tensor([1, 2, 4]), torch.tensor([1, 2, 3]), *gb.tolerance("int32"))
+
+
+def test_the_error_is_weighed_against_the_whole_allowance_elementwise():
+    """The largest |err| / (atol + rtol |ref|) over the elements, not |err| against atol: an error
+    above atol that the rtol part allows is inside its allowance, and the worst element is the
+    one nearest its own bound, not the one of the largest absolute error."""
+    ref = torch.tensor([1000.0, 1.0, 0.0])
+    out = ref + torch.tensor([0.5, 0.0008, 0.0])        # 0.5 > atol, yet within 1e-3 * 1000
+    err = gb.compare("k", out, ref, 1e-3, 1e-4)
+    assert err.max_abs_error == pytest.approx(0.5, rel=1e-6)
+    assert err.max_error_over_allowed == pytest.approx(0.0008 / (1e-4 + 1e-3), rel=1e-4)  # the 2nd element
+    assert gb.compare("k", ref, ref, 0.0, 0.0).max_error_over_allowed == 0.0  # exact with no allowance
+    with pytest.raises(gb.CheckError, match=r"the worst element is 2\.1 times its allowance"):
+        gb.compare("k", ref + torch.tensor([0.0, 0.0, 2.1e-4]), ref, 1e-3, 1e-4)
 
 
 def test_tolerances_by_dtype():
@@ -142,8 +158,8 @@ def test_tolerances_by_dtype():
 def test_check_passes_a_correct_kernel(vadd, monkeypatch):
     fake_gpu(monkeypatch, lambda x, y, out: out.copy_(x + y))
     res = gb.check(vadd, args_for_vadd(), ref=lambda x, y, out: x + y)
-    assert res.passed and repr(res).startswith("PASS vadd on NVIDIA H200 (sm_90a)")
-    assert res.max_abs_error == 0.0
+    assert res.passed and repr(res).startswith("PASSED vadd here, on an H200 (sm_90a): max error 0 (exact)")
+    assert res.max_abs_error == 0.0 and res.max_error_over_allowed == 0.0
 
 
 def test_check_fails_a_wrong_kernel(vadd, monkeypatch):
@@ -336,7 +352,7 @@ def test_a_hopper_only_kernel_is_checked_on_an_sm_90a_gpu(monkeypatch):
     assert res.passed and res.arch == "sm_90a"
     monkeypatch.setattr(toolchain, "local_arch", lambda: "sm_100a")
     res = gb.check(hk, [torch.empty(128, dtype=torch.int32)], ref=lambda out: torch.arange(128, dtype=torch.int32))
-    assert "compiled for sm_90a — not run: this GPU is sm_100a" in repr(res)
+    assert repr(res).startswith("NOT RUN wgmma_fence: this GPU is sm_100a (compiled for sm_90a)")
 
 
 def test_first_error_line_of_a_compiler():

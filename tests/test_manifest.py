@@ -129,13 +129,13 @@ def test_records_join_the_build_whose_script_they_name():
     rows, _, _ = joined()
     by = {(r["build"]["fingerprint"], r["name"]): r for r in rows}
     assert len(rows) == 6 and [r["chapter"] for r in rows][:3] == ["01-execution-model"] * 3
-    assert matrix.tier(by["small", "vadd"]) == "passed on sm_90"
+    assert matrix.tier(by["small", "vadd"]) == "passed on H200 (sm_90)"
     assert by["small", "vadd"]["check"]["fingerprint"] == "small"          # not the earlier script's record
-    assert matrix.tier(by["large", "vadd_4gb"]).startswith("timed on sm_90")
+    assert matrix.tier(by["large", "vadd_4gb"]).startswith("timed on H200 (sm_90)")
     assert matrix.tier(by["i", "inspect_only"]) == "compiled for sm_100a and sm_90a — never run"
     assert matrix.tier(by["g1", "gemm_v1"]) == "simulated for sm_100a (NumSim) — never run on a GPU"
     assert matrix.tier(by["f4", "fa4"]) == "compiled for sm_100a — never run"
-    assert matrix.tier(by["h1", "gemm_h1"]) == "passed on sm_90"
+    assert matrix.tier(by["h1", "gemm_h1"]) == "passed on H200 (sm_90)"
 
 
 def test_the_counts_cover_every_built_kernel():
@@ -154,13 +154,13 @@ def test_each_kernel_shows_its_archs_and_every_tier(tmp_path):
     rows, _, _ = joined()
     text = matrix.chapter_tables(rows, tmp_path)
     lines = {ln.split(" | ")[0]: ln for ln in text.splitlines() if ln.startswith("| `")}
-    assert "| `vadd` (script `small`) | sm_100a and sm_90a | **passed on sm_90** · Hopper GPU: passed on H200, " \
-           "2026-12-01, max error 0, memcheck and racecheck clean · Blackwell GPU: never run · CPU simulation: none |" \
+    assert "| `vadd` (script `small`) | sm_100a and sm_90a | **passed on H200 (sm_90)** · Hopper GPU: passed on H200, " \
+           "2026-12-01, max error 0 (exact), memcheck and racecheck clean · Blackwell GPU: never run · CPU simulation: none |" \
            in lines["| `vadd` (script `small`)"]
     assert "| 250.0 µs (4.00 TB/s), 83% of peak |" in lines["| `vadd` (case `vadd_4gb`)"]
     gemm = lines["| `gemm_v1`"]
     assert f"| sm_100a; no sm_90a build: {BLACKWELL_WHY} |" in gemm and "Hopper GPU: no build" in gemm
-    assert "CPU simulation: simulated, 2026-12-02, tirx-harness 0.1, max error 0, synccheck clean, racecheck clean" in gemm
+    assert "CPU simulation: simulated, 2026-12-02, tirx-harness 0.1, max error 0 (exact), synccheck clean, racecheck clean" in gemm
     assert f"sm_90a; no sm_100a build: {HOPPER_WHY}" in lines["| `gemm_h1`"]
     assert "Blackwell GPU: no build" in lines["| `gemm_h1`"]
     assert all(ln.count(" | ") == 4 for ln in lines.values())

@@ -34,9 +34,9 @@ def test_stress_runs_are_shown_and_a_failing_one_is_a_failure(tmp_path):
         check("racy", stress={"launches": 2000, "failures": 3, "variants": 4}),
         check("old", stress=None),
     ])
-    assert matrix.tier(rows["tma_copy"]) == "passed on sm_90"
+    assert matrix.tier(rows["tma_copy"]) == "passed on H200 (sm_90)"
     assert matrix.stress(rows["tma_copy"]) == "2000 launches over 4 input variants: 0 failures"
-    assert matrix.tier(rows["racy"]) == "FAILED under stress on sm_90 (3 of 2000 launches)"
+    assert matrix.tier(rows["racy"]) == "FAILED under stress on H200 (sm_90) (3 of 2000 launches)"
     assert rows["racy"]["failed"] and not rows["racy"]["passed_on"]
     assert matrix.stress(rows["racy"]) == "2000 launches over 4 input variants: 3 failures"
     assert matrix.stress(rows["old"]) == "—"
@@ -47,7 +47,7 @@ def test_a_hopper_only_kernel_says_why_it_has_no_sm100_build(tmp_path):
     rows = rows_of(tmp_path, [check("gemm_wgmma", runs_on=["sm_90a"]),
                               check("gemm_wgmma_v2", runs_on=["sm_90a"], status="not runnable")])
     table = matrix.chapter_tables(list(rows.values()))
-    assert matrix.tier(rows["gemm_wgmma"]) == "passed on sm_90"
+    assert matrix.tier(rows["gemm_wgmma"]) == "passed on H200 (sm_90)"
     assert matrix.tier(rows["gemm_wgmma_v2"]) == "compiled for sm_90a — never run"
     assert table.count(matrix.HOPPER_ONLY) == 2 and "wgmma has no sm_100a form" in table
 
@@ -63,7 +63,7 @@ def test_chapter_tables_have_five_columns_and_link_existing_chapters(tmp_path):
     table_lines = [ln for ln in text.splitlines() if ln.startswith("|")]
     assert all(ln.count("|") == 6 for ln in table_lines), table_lines
     line = next(ln for ln in table_lines if "`tma_copy`" in ln)
-    assert ("**passed on sm_90** · Hopper GPU: passed on H200, 2026-12-01, max error 0, memcheck and "
+    assert ("**passed on H200 (sm_90)** · Hopper GPU: passed on H200, 2026-12-01, max error 0 (exact), memcheck and "
             "racecheck clean · Blackwell GPU: never run · CPU simulation: none") in line
     assert "250.0 µs (4.00 TB/s), 83% of peak" in line and "10 launches over 2 input variants: 0 failures" in line
 
@@ -84,7 +84,7 @@ def test_a_bench_of_several_baselines_shows_each_ratio(tmp_path):
 
 def test_a_timed_benchmark_build_is_not_called_never_run(tmp_path):
     rows = rows_of(tmp_path, [perf("attention_bench"), check("blackwell_only", status="not runnable")])
-    assert matrix.tier(rows["attention_bench"]) == "timed on sm_90, not compared (no check of this build)"
+    assert matrix.tier(rows["attention_bench"]) == "timed on H200 (sm_90), not compared (no check of this build)"
     assert [r["name"] for r in matrix.never_run(list(rows.values()))] == ["blackwell_only"]
 
 
@@ -94,10 +94,10 @@ def test_a_timed_kernel_is_judged_by_the_output_check_at_its_timed_shape(tmp_pat
     empty = dict(perf("bench_empty"), output_check={"unchecked": "the kernel writes nothing"})
     rows = rows_of(tmp_path, [ok, bad, empty])
     assert matrix.outcome(rows["bench_ok"]) == "matched"
-    assert matrix.tier(rows["bench_ok"]) == "matched PyTorch at its timed shape on sm_90"
-    assert "output matched at the timed shape, max error 0.001" in matrix._on_gpu(rows["bench_ok"], "sm_90a")
+    assert matrix.tier(rows["bench_ok"]) == "matched PyTorch at its timed shape on H200 (sm_90)"
+    assert "output matched at the timed shape, max abs error 0.001" in matrix._on_gpu(rows["bench_ok"], "sm_90a")
     assert matrix.outcome(rows["bench_bad"]) == "failed"
-    assert matrix.tier(rows["bench_bad"]) == "OUTPUT WRONG at its timed shape on sm_90"
+    assert matrix.tier(rows["bench_bad"]) == "OUTPUT WRONG at its timed shape on H200 (sm_90)"
     assert matrix.outcome(rows["bench_empty"]) == "timed"
     assert matrix.counts(list(rows.values()))["failed"] == 1
 
@@ -121,3 +121,17 @@ def test_the_opening_box_tally_reads_the_appendix_rows(tmp_path):
     assert text.startswith("Of its 2 kernels, 1 matched PyTorch on an H200 and 1 never ran on a GPU")
     assert "none has run on a B200" in text
     assert headline.tally("02-roofline", rows).startswith("This chapter builds no kernel")
+
+
+def test_every_record_names_its_gpu_and_its_error_against_the_whole_allowance(tmp_path):
+    """Appendix A names the GPU of each record (an H100 replay is not an H200 one), and states an
+    error as its fraction of atol + rtol |ref|; an older record, without the fraction, gives the
+    absolute error beside both parts of its allowance."""
+    h100 = dict(RUN, gpu="NVIDIA H100 80GB HBM3")
+    rows = rows_of(tmp_path, [check("new", max_error_over_allowed=0.31, max_abs_error=2e-5),
+                              check("old", max_abs_error=2e-5, tolerances=[[1.3e-6, 1e-5]])], run=h100)
+    assert matrix.tier(rows["new"]) == "passed on H100 80GB HBM3 (sm_90)"
+    line = matrix._on_gpu(rows["new"], "sm_90a")
+    assert line.startswith("passed on H100 80GB HBM3, 2026-12-01, max error 31% of the allowance") and "2e-05" not in line
+    assert "max abs error 2e-05 (allowance atol 1e-05 + rtol 1.3e-06·abs(ref))" in matrix._on_gpu(rows["old"], "sm_90a")
+    assert "H200" not in matrix.chapter_tables(list(rows.values()))

@@ -1,4 +1,5 @@
-"""NOT RUN points at what did run: the newest replay of the same kernel (same fingerprint)."""
+"""A check that cannot run here leads with what did run: the newest replay of the same kernel (same
+fingerprint), then says what this machine could not do; NOT RUN only when nothing is recorded."""
 
 from __future__ import annotations
 
@@ -63,20 +64,22 @@ def test_not_run_names_the_replay_of_the_same_kernel(vadd, tmp_path, monkeypatch
     res = gb.check(vadd, args(), ref=add)
     text = repr(res)
     lines = text.splitlines()
-    assert lines[0] == "NOT RUN vadd: compiled for sm_100a or sm_90a — not run: no GPU on this machine"
-    assert lines[1] == ("  same kernel replayed: passed on NVIDIA H200, 2026-11-30, max abs error 0, "
+    assert lines[0] == ("PASSED vadd on an H200 (replay of 2026-11-30): max error 0 (exact), "
                         "memcheck and racecheck clean (appendix A, A-verification-matrix.html)")
+    assert lines[1] == "  not run here: no GPU on this machine (compiled for sm_100a or sm_90a)"
     assert lines[2].startswith("  static facts: vadd: compiled for sm_100a (+sm_90a)")
     assert len(lines) == 3  # one static line, not the compile report again
     page = res._repr_html_()
     assert '<a href="A-verification-matrix.html">appendix A</a>' in page
-    assert "NOT RUN vadd" in page and ">PASS" not in page
+    assert "PASSED vadd on an H200 (replay of 2026-11-30)" in page and "not run here" in page
+    assert "PASSED vadd here" not in page and not res.passed
 
 
 def test_not_run_shows_the_recorded_stress_result(vadd, tmp_path, monkeypatch):
     stress = {"launches": 2000, "failures": 0, "variants": 8, "first_failure": None}
     write_results(tmp_path, monkeypatch, [record(vadd, check_stress=2000, stress=stress)])
     text = repr(gb.check(vadd, args(), ref=add, stress=2000))
+    assert text.startswith("PASSED vadd on an H200 (replay of 2026-11-30)")
     assert "memcheck and racecheck clean; stress: 2000 launches over 8 input variants, 0 failed" in text
     assert "not run either" not in text
 
@@ -84,7 +87,9 @@ def test_not_run_shows_the_recorded_stress_result(vadd, tmp_path, monkeypatch):
 def test_a_replay_of_a_different_script_does_not_count(vadd, tmp_path, monkeypatch):
     write_results(tmp_path, monkeypatch, [record(vadd, fingerprint="0123456789abcdef")])
     text = repr(gb.check(vadd, args(), ref=add))
-    assert "no replay of this exact kernel is recorded yet" in text and "passed on" not in text
+    assert text.startswith("NOT RUN vadd: no GPU on this machine (compiled for sm_100a or sm_90a); "
+                           "no record of this kernel yet")
+    assert "PASSED" not in text and "passed on" not in text
     assert "appendix A" not in gb.check(vadd, args(), ref=add)._repr_html_()
 
 
@@ -96,15 +101,16 @@ def test_a_newer_failure_is_shown_instead_of_an_older_pass(vadd, tmp_path, monke
            "cases": [failed]}
     (tmp_path / "2026-12-02-h200.json").write_text(json.dumps(doc))
     text = repr(gb.check(vadd, args(), ref=add))
-    assert ("same kernel replayed: FAILED on NVIDIA H200, 2026-12-02: vadd: out-of-bounds write: "
-            "wrote 1 element after out (...)") in text
+    assert text.startswith("FAILED vadd on an H200 (replay of 2026-12-02): vadd: out-of-bounds write: "
+                           "wrote 1 element after out (...)")
+    assert "PASSED" not in text and "2026-11-30" not in text
 
 
 def test_the_reason_comes_from_the_runtime_probe(vadd, tmp_path, monkeypatch):
     write_results(tmp_path, monkeypatch, [])
     monkeypatch.setattr(runtime, "why_not_here", lambda runs_on: "the probe says so")
     text = repr(gb.check(vadd, args(), ref=add))
-    assert text.startswith("NOT RUN vadd: compiled for sm_100a or sm_90a — not run: the probe says so")
+    assert text.startswith("NOT RUN vadd: the probe says so (compiled for sm_100a or sm_90a)")
     assert "B200" not in text.splitlines()[0]
 
 
@@ -122,14 +128,15 @@ def test_a_broken_kernel_names_the_replay_that_judged_it(vadd, tmp_path, monkeyp
                     if expect == "race" else None)
     write_results(tmp_path, monkeypatch, [judged])
     lines = repr(gb.check(vadd, args(), ref=add, expect=expect)).splitlines()
-    assert f"to {expect}" in lines[0]
-    assert lines[1].startswith(f"  same kernel replayed: {status} on NVIDIA H200, 2026-11-30, as expected")
+    assert lines[0].startswith(f"{status.upper()} vadd on an H200 (replay of 2026-11-30), as expected")
+    assert lines[1].startswith("  not run here: ") and f"to {expect}" in lines[1]
     write_results(tmp_path, monkeypatch, [dict(judged, status="failed", message="expected a race; racecheck "
                                               "reported no hazard")])
     text = repr(gb.check(vadd, args(), ref=add, expect=expect))
-    assert "same kernel replayed: FAILED on NVIDIA H200, 2026-11-30: expected a race" in text
+    assert text.startswith("FAILED vadd on an H200 (replay of 2026-11-30): expected a race")
     write_results(tmp_path, monkeypatch, [])
-    assert "no replay of this exact kernel is recorded yet" in repr(gb.check(vadd, args(), ref=add, expect=expect))
+    text = repr(gb.check(vadd, args(), ref=add, expect=expect))
+    assert text.startswith("NOT RUN vadd: ") and text.splitlines()[0].endswith("; no record of this kernel yet")
 
 
 
@@ -141,21 +148,23 @@ def test_a_replay_of_another_case_of_the_same_script_is_not_credited(vadd, tmp_p
         write_results(tmp_path, monkeypatch, [record(vadd, **other)])
         text = repr(gb.check(vadd, args(), ref=add))
         assert "replayed for another case (other inputs, tolerance, stress runs or toolchain), so not " \
-               "this check: passed on NVIDIA H200" in text, other
-        assert "same kernel replayed" not in text
+               "this check: passed on an H200 (replay of 2026-11-30)" in text, other
+        assert text.startswith("NOT RUN vadd: no GPU on this machine (compiled for sm_100a or sm_90a); "
+                               "no replay of this very check yet"), other
+        assert "PASSED" not in text
     # an older record of this very case wins over a newer one of another case
     write_results(tmp_path, monkeypatch, [record(vadd)])
     doc = {"format": 2, "run": {"gpu": "NVIDIA H200", "arch": "sm_90a", "date": "2026-12-02"},
            "cases": [record(vadd, case_digest=digest_of(vadd, stress=10))]}
     (tmp_path / "2026-12-02-h200.json").write_text(json.dumps(doc))
-    assert "same kernel replayed: passed on NVIDIA H200, 2026-11-30" in repr(gb.check(vadd, args(), ref=add))
+    assert repr(gb.check(vadd, args(), ref=add)).startswith("PASSED vadd on an H200 (replay of 2026-11-30)")
 
 
 def test_a_record_written_before_cases_had_digests_says_so(vadd, tmp_path, monkeypatch):
     legacy = {k: v for k, v in record(vadd).items() if k not in ("case_digest", "toolchain")}
     write_results(tmp_path, monkeypatch, [legacy])
     text = repr(gb.check(vadd, args(), ref=add))
-    assert "same kernel replayed: passed on NVIDIA H200, 2026-11-30" in text
+    assert text.startswith("PASSED vadd on an H200 (replay of 2026-11-30)")
     assert "recorded before results named the inputs, tolerance and toolchain of their case" in text
 
 
@@ -174,3 +183,32 @@ def test_the_case_digest_follows_inputs_tolerance_and_stress_not_the_reference_r
     # expected outputs computed on another CPU may round differently: they are not part of it
     c = prepare(vadd, args(), lambda x, y, out: (x + y) * (1 + 2**-23))
     assert gb.record.check_digest(vadd, c.args, c.expected, c.outputs, c.tols) == base
+
+
+def test_a_replayed_error_is_a_fraction_of_the_whole_allowance(vadd, tmp_path, monkeypatch):
+    """A record with the error over its allowance prints that fraction; an older one, without it,
+    prints the absolute error beside both atol and rtol, never beside atol alone."""
+    write_results(tmp_path, monkeypatch, [record(vadd, max_abs_error=2e-5, max_error_over_allowed=0.31)])
+    first = repr(gb.check(vadd, args(), ref=add)).splitlines()[0]
+    assert first.startswith("PASSED vadd on an H200 (replay of 2026-11-30): max error 31% of the allowance,")
+    assert "2e-05" not in first
+    write_results(tmp_path, monkeypatch, [record(vadd, max_abs_error=2e-5)])
+    first = repr(gb.check(vadd, args(), ref=add)).splitlines()[0]
+    assert "max abs error 2e-05 (allowance atol 1e-05 + rtol 1.3e-06·|ref|)" in first
+
+
+def test_a_replay_of_another_case_is_linked_where_it_is_cited(vadd, tmp_path, monkeypatch):
+    write_results(tmp_path, monkeypatch, [record(vadd, case_digest=digest_of(vadd, stress=10))])
+    lines = repr(gb.check(vadd, args(), ref=add)).splitlines()
+    cited = [ln for ln in lines if "replayed for another case" in ln]
+    assert len(cited) == 1 and cited[0].endswith("(appendix A, A-verification-matrix.html)")
+    assert sum("appendix A" in ln for ln in lines) == 1
+
+
+def test_a_replay_without_the_stress_run_says_the_stress_run_is_missing(vadd, tmp_path, monkeypatch):
+    """A pass recorded without the planned stress launches leads, and the missing stress run is
+    said as such, not as 'not run either'."""
+    write_results(tmp_path, monkeypatch, [dict(record(vadd, check_stress=2000), stress=None)])
+    text = repr(gb.check(vadd, args(), ref=add, stress=2000))
+    assert text.startswith("PASSED vadd on an H200 (replay of 2026-11-30)")
+    assert "stress test of 2000 launches: not in the replay's record, and not run here" in text

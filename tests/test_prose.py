@@ -37,10 +37,58 @@ def test_the_index_says_what_a_reader_needs_and_lists_what_exists():
         assert heading in text
     assert "pip install -r requirements.txt" in text and "jupyter lab notebooks/" in text
     globs = re.findall(r"```\{toctree\}.*?\n\n(.*?)\n```", text, flags=re.S)
-    assert globs == ["chapters/[0-9]*", "chapters/[A-Z]*"]  # generated from the files present
+    assert globs == ["chapters/[0-9]*", "chapters/[A-Z]*", "glossary"]  # chapters from the files present
 
 
-@pytest.mark.parametrize("path", [*CHAPTERS, *APPENDICES, ROOT / "index.md", ROOT / "README.md"],
+GLOSSARY = ROOT / "glossary.md"
+# terms the verdicts print, and the book's own, that the glossary must define
+REQUIRED_TERMS = (
+    "tier", "compile tier", "simulate tier", "run on Hopper", "run on Blackwell", "NumSim", "synccheck",
+    "racecheck", "compute-sanitizer", "allowance", "replay", "coverage", "TMA", "mbarrier", "expect_tx",
+    "TMEM", "tcgen05", "wgmma", "CTA pair", "CLC", "swizzle", "warp specialization", "persistent kernel",
+    "online softmax", "L2 flush", "roofline",
+)
+
+
+def glossary_terms() -> dict[str, str]:
+    """term -> definition, from the `{glossary}` blocks of the glossary page (a term is an
+    unindented line, its definition the indented lines under it)."""
+    text = GLOSSARY.read_text()
+    terms: dict[str, str] = {}
+    for block in re.findall(r"```\{glossary\}\n(.*?)\n```", text, flags=re.S):
+        term = None
+        for line in block.splitlines():
+            if line.strip() and not line.startswith(" "):
+                term = line.strip()
+                assert term not in terms, f"{term!r} is defined twice"
+                terms[term] = ""
+            elif line.strip() and term is not None:
+                terms[term] += " " + line.strip()
+    return terms
+
+
+def test_the_glossary_defines_the_books_terms_briefly():
+    terms = glossary_terms()
+    missing = [t for t in REQUIRED_TERMS if t not in terms]
+    assert not missing, f"the glossary lacks {missing}"
+    assert len(terms) >= len(REQUIRED_TERMS) + 20, len(terms)
+    for term, definition in terms.items():
+        sentences = len(re.findall(r"[.!?](?:\s|$)", definition.strip() + " "))
+        assert definition.strip() and sentences <= 3, f"{term!r}: one or two sentences, got {definition!r}"
+
+
+@pytest.mark.parametrize("path", [*CHAPTERS, *APPENDICES, ROOT / "index.md", GLOSSARY], ids=lambda p: p.name)
+def test_every_term_the_prose_refers_to_is_defined(path):
+    """`{term}` references resolve only to a glossary entry (sphinx-build -W fails otherwise);
+    Sphinx matches terms without regard to case."""
+    defined = {t.lower() for t in glossary_terms()}
+    for ref in re.findall(r"\{term\}`([^`]+)`", path.read_text()):
+        target = re.search(r"<([^>]+)>\s*$", ref)
+        name = (target.group(1) if target else ref).strip()
+        assert name.lower() in defined, f"{path.name}: {{term}} `{ref}` names no glossary entry"
+
+
+@pytest.mark.parametrize("path", [*CHAPTERS, *APPENDICES, ROOT / "index.md", ROOT / "README.md", ROOT / "glossary.md"],
                          ids=lambda p: p.name)
 def test_no_prose_declares_a_gpu_absent(path):
     text = path.read_text().lower()

@@ -106,7 +106,7 @@ def test_the_matrix_and_exit_code_of_a_race_found():
     assert replay.exit_code([res]) == 0  # racecheck's complaint is what this case asks for
     row = matrix.rows_from([{"run": {"gpu": "NVIDIA H200", "arch": "sm_90a", "date": "2026-12-01"},
                              "cases": [res]}])[0]
-    assert matrix.tier(row) == "racecheck found the race as expected on sm_90"
+    assert matrix.tier(row) == "racecheck found the race as expected on H200 (sm_90)"
     res["sanitizer"]["memcheck"] = "2 errors: Invalid __shared__ write of size 4 bytes"
     assert replay.exit_code([res]) == 1  # memcheck still judges a racy kernel
 

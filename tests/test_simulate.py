@@ -111,7 +111,8 @@ def test_simulations_never_count_as_gpu_runs(tmp_path):
     assert line.count("|") == 6, line  # kernel | compiled for | verified | time | stress: no stray bar
     assert ("**simulated for sm_100a (NumSim) — never run on a GPU** · Hopper GPU: no build · "
             "Blackwell GPU: never run · CPU simulation: simulated, 2026-12-01, tirx-harness "
-            "0.1.2.post2, max error 0.00015, synccheck clean, racecheck clean") in line
+            "0.1.2.post2, max abs error 0.00015 (allowance atol 0.001 + rtol 0·abs(ref)), synccheck clean, "
+            "racecheck clean") in line
 
 
 class _Kernel:
@@ -128,13 +129,17 @@ def test_the_not_run_line_cites_the_simulation_of_the_same_script(tmp_path, monk
     export.set_chapter("ch")
     try:
         sim = _simulation(_Kernel("abc"), "bw", None)
-        r = CheckResult("bw", "not run", reason="compiled for sm_100a — not run: no GPU",
+        r = CheckResult("bw", "not run", reason="no GPU (compiled for sm_100a)",
                               facts="128 registers", simulated=sim)
-        line = r.lines()[2]
-        assert line.startswith("simulated on the CPU (NumSim, tirx-harness 0.1.2.post2, 2026-12-01): "
-                               "matches PyTorch, max abs error 0.00015 (atol 0.001, rtol 0)")
-        assert line.endswith("synccheck clean; racecheck clean — not run on a B200")
-        assert "PASS" not in repr(r)
+        lines = r.lines()   # the simulation leads, then what this machine could not do
+        assert lines[0] == ("SIMULATED bw on the CPU (NumSim, tirx-harness 0.1.2.post2, 2026-12-01) — never "
+                            "run on a GPU: matches PyTorch, max abs error 0.00015 (allowance atol 0.001 + "
+                            "rtol 0·|ref|); synccheck clean; racecheck clean")
+        assert lines[1] == "not run here: no GPU (compiled for sm_100a)"
+        assert "PASS" not in repr(r) and "NOT RUN" not in repr(r)
+        sim["max_error_over_allowed"] = 0.15        # a record that keeps the fraction prints it instead
+        assert "matches PyTorch, max error 15% of the allowance;" in CheckResult(
+            "bw", "not run", reason="no GPU", facts="", simulated=sim).lines()[0]
         assert _simulation(_Kernel("changed"), "bw", None) is None
         assert _simulation(_Kernel("abc", ("sm_100a", "sm_90a")), "bw", None) is None
     finally:
@@ -228,6 +233,39 @@ def test_a_planted_protocol_bug_fails_simulation(tmp_path, monkeypatch, bug):
         assert rec["tools"]["synccheck"]["verdict"] != "clean", rec
 
 
+def sk_tiles() -> int:
+    import sim_kernels as sk
+
+    return sk.CLC_TILES
+
+
+def test_a_simulation_of_some_clusters_records_and_says_it_was_partial():
+    """`resident=N` simulates the launch's first N clusters: the record keeps N of M, and the
+    verdict line and appendix A say "simulated N of M clusters"."""
+    meta = {"resident": 132, "facts": {"launch": ["grid 608 · block 128"]}}
+    assert simulate.launch_clusters(meta) == 608
+    assert simulate.coverage(meta) == {"partial": True, "clusters": 132, "of": 608}
+    two = {"resident": 8, "facts": {"launch": ["grid 180×1×1 · block 256 · cluster 2×1×1"]}}
+    assert simulate.coverage(two) == {"partial": True, "clusters": 8, "of": 90}
+    assert simulate.coverage({"resident": 90, **{k: v for k, v in two.items() if k != "resident"}})["partial"] is False
+    run = {"date": "2026-12-04", "simulator": "tirx-harness 0.1.2.post2"}
+    rec = {"status": "simulated", "run": run, "max_abs_error": 0.0, "resident": 132,
+           "coverage": simulate.coverage(meta),
+           "tools": {"numbers": {"verdict": "match"}, "synccheck": {"verdict": "clean"},
+                     "racecheck": {"verdict": "clean"}}}
+    line = CheckResult("k", "not run", reason="no GPU", facts="", simulated=rec).lines()[0]
+    assert "simulated 132 of 608 clusters (the other 476 never start" in line
+    # a record written before the count was kept: from the checkers' scope
+    old = dict(rec, coverage=None, tools=dict(rec["tools"], synccheck={
+        "verdict": "clean", "scope": "528 of 2432 warps: the 132 resident clusters"}))
+    assert "simulated 132 of 608 clusters" in CheckResult("k", "not run", reason="no GPU", facts="",
+                                                          simulated=old).lines()[0]
+    row = {"failed": [], "check": None, "passed_on": {}, "perf": None, "runs_on": ["sm_100a"],
+           "by_arch": {}, "simulated": dict(rec, run=run)}
+    assert matrix.tier(row) == "simulated for sm_100a (NumSim, 132 of 608 clusters) — never run on a GPU"
+    assert "simulated 132 of 608 clusters" in matrix.simulation(row)
+
+
 def _export_clc_tiles(tmp_path, monkeypatch, bug, resident):
     import sim_kernels as sk
 
@@ -259,6 +297,10 @@ def test_fewer_resident_clusters_exercise_the_stealing_path(tmp_path, monkeypatc
     if bug is None:   # the checker ran over the resident CTAs alone, and says so
         assert rec["tools"]["synccheck"]["verdict"] == "clean"
         assert "2 resident clusters" in rec["tools"]["synccheck"]["scope"]
+    if resident is not None:   # the record keeps that only part of the launch was simulated
+        assert rec["coverage"] == {"partial": True, "clusters": 2, "of": sk_tiles()}
+    else:
+        assert "coverage" not in rec
 
 
 def _export_mx_gemm(tmp_path, monkeypatch, bug):

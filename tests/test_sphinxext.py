@@ -10,8 +10,11 @@ from gpubook.book.sphinxext import PageTiers
 
 PORTABLE = '<div class="gpubook-report"><code>vadd: compiled for sm_100a (+sm_90a) · 12 regs</code></div>'
 BLACKWELL = '<div class="gpubook-report"><code>gemm_tcgen05: compiled for sm_100a only · 90 regs</code></div>'
-NOT_RUN = "NOT RUN vadd: compiled for sm_100a or sm_90a — not run: no GPU on this machine"
-PASSED = "PASS vadd on NVIDIA B200 (sm_100a): max abs error 0"
+NOT_RUN = "NOT RUN vadd: no GPU on this machine (compiled for sm_100a or sm_90a); no record of this kernel yet"
+REPLAYED = ("PASSED vadd on an H200 (replay of 2026-11-30): max error 0 (exact)\n"
+            "  not run here: no GPU on this machine (compiled for sm_100a or sm_90a)")
+PASSED = "PASSED vadd here, on a B200 (sm_100a): max error 0 (exact)"
+HOPPER = '<div class="gpubook-report"><code>gemm_wgmma: compiled for sm_90a only · 90 regs</code></div>'
 
 
 def tiers(*outputs: str) -> PageTiers:
@@ -26,7 +29,11 @@ def tiers(*outputs: str) -> PageTiers:
     ((PORTABLE,), "compile-only"),
     ((PORTABLE, NOT_RUN), "sm_90+"),
     ((BLACKWELL, NOT_RUN), "B200 only"),
-    ((PORTABLE, BLACKWELL, NOT_RUN), "B200 only"),
+    ((PORTABLE, REPLAYED), "sm_90+"),
+    ((PORTABLE, BLACKWELL, NOT_RUN), "sm_90+ (1 kernel), sm_100a (1)"),
+    ((HOPPER, NOT_RUN), "sm_90a only"),
+    ((HOPPER, PORTABLE.replace("vadd", "probe"), HOPPER.replace("gemm_wgmma", "gemm_wgmma2"), NOT_RUN),
+     "sm_90a (2 kernels), sm_90+ (1)"),
     (('<div class="gpubook-report" data-kernel="k" data-runs-on="sm_100a sm_90a"><code>k</code></div>', NOT_RUN),
      "sm_90+"),
     (('<div class="gpubook-report" data-runs-on="sm_100a" data-kernel="k"><code>k</code></div>', NOT_RUN),
@@ -38,12 +45,63 @@ def test_tier_of_a_page(outputs: tuple[str, ...], label: str) -> None:
 
 def test_a_mixed_page_names_the_blackwell_kernels() -> None:
     mod, _, why = tiers(PORTABLE, BLACKWELL, NOT_RUN).tier()
-    assert "mixed" in mod and "gemm_tcgen05 needs a Blackwell B200" in why and "1 of the page's 2" in why
+    assert "mixed" in mod and "gemm_tcgen05 needs a Blackwell B200" in why and "Of the page's 2 kernels" in why
+    assert "vadd runs on Hopper (sm_90a) and Blackwell (sm_100a)" in why
+
+
+def test_a_page_of_hopper_only_kernels_and_portable_probes_says_both() -> None:
+    """Chapter 10H's case: wgmma kernels beside two portable probes is not 'sm_90+'."""
+    t = PageTiers(not_run=1)
+    t.use_rows([(f"gemm_h{i}", ("sm_90a",)) for i in range(12)] + [("probe_a", ("sm_100a", "sm_90a")),
+                                                                  ("probe_b", ("sm_100a", "sm_90a"))])
+    mod, label, why = t.tier()
+    assert label == "sm_90a (12 kernels), sm_90+ (2)" and "mixed" in mod
+    assert why.startswith("Of the page's 14 kernels, 12 run on Hopper (sm_90a) only")
+    assert "probe_a, probe_b run on Hopper (sm_90a) and Blackwell (sm_100a)" in why
+
+
+def _count(text: str) -> int:
+    """The kernel count a badge's explanation or an opening box's sentence states."""
+    import re
+
+    for pattern, n in ((r"The one kernel of the page", 1), (r"Both kernels of the page", 2)):
+        if re.search(pattern, text):
+            return n
+    m = re.search(r"(?:Of its|All|Of the page's) (\d+) kernels?\b", text)
+    assert m, text
+    return int(m.group(1))
+
+
+def test_the_badge_counts_what_the_opening_box_counts_on_every_chapter() -> None:
+    """For every chapter of appendix A's rows, the Runs-on badge and the opening box's sentence
+    (gpubook.book.headline.tally) state one kernel count, from the same rows."""
+    from gpubook.book import headline
+    from gpubook.book.sphinxext import chapter_kernels
+    from gpubook.verify import matrix
+
+    rows = matrix.kernel_rows()
+    chapters = sorted({r["chapter"] for r in rows})
+    assert len(chapters) >= 15, chapters
+    total = 0
+    for chapter in chapters:
+        box = headline.tally(chapter, rows)
+        for checked in (True, False):          # the compile-only badge counts the same kernels
+            t = PageTiers(not_run=int(checked))
+            t.use_rows(chapter_kernels(chapter, rows))
+            _, label, why = t.tier()
+            assert _count(why) == _count(box), (chapter, why, box)
+        total += _count(box)
+    assert total == matrix.counts(rows)["kernels"]  # the badges sum to appendix A's count
+    # and the badge's groups are the builds' archs: 10H mixes wgmma kernels and portable probes
+    t = PageTiers(not_run=1)
+    t.use_rows(chapter_kernels("10H-gemm-hopper", rows))
+    assert set(t.groups()) == {"sm_90a", "sm_90+"}
 
 
 def test_the_build_note_says_what_ran() -> None:
     assert tiers(PORTABLE, NOT_RUN).build_note() == "This build: compiled only (no suitable GPU)"
-    assert tiers(PORTABLE, PASSED).build_note() == "This build: checked on NVIDIA B200 (sm_100a)"
+    assert tiers(PORTABLE, REPLAYED).build_note() == "This build: compiled only (no suitable GPU)"
+    assert tiers(PORTABLE, PASSED).build_note() == "This build: checked on B200 (sm_100a)"
     assert tiers(PORTABLE).build_note() is None
 
 
@@ -115,7 +173,7 @@ def test_a_printed_verdict_links_the_matrix_as_a_displayed_one_does() -> None:
     from gpubook.book.sphinxext import link_matrix, on_html_page_context
     from gpubook.verify.check import CheckResult
 
-    result = CheckResult("vadd", "not run", reason="compiled for sm_100a — not run: no GPU", facts="vadd: …",
+    result = CheckResult("vadd", "not run", reason="no GPU (compiled for sm_100a)", facts="vadd: …",
                          recorded={"status": "passed", "max_abs_error": 0.0, "sanitizer": {"memcheck": "clean"},
                                    "run": {"gpu": "NVIDIA H200", "date": "2026-12-01"}})
     printed = "<pre>" + html_escape(repr(result)) + "</pre>"

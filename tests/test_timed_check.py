@@ -38,7 +38,7 @@ def test_a_timed_kernel_with_one_wrong_element_fails_before_it_is_timed(exported
     assert chk["mismatches"] == 1 and chk["first_mismatch"]["index"] == [17] and not chk["passed"]
     assert "1 of 4096 elements outside the exact match" in rec["message"]
     t = gb.Timing.from_record(dict(rec, run={"gpu": "NVIDIA H200", "date": "2026-12-02"}))
-    assert t.status == "failed" and repr(t).startswith("FAILED vadd on NVIDIA H200")
+    assert t.status == "failed" and repr(t).startswith("FAILED vadd on an H200: output checked against add")
 
 
 def test_an_element_the_kernel_never_writes_is_a_mismatch(exported, monkeypatch):
@@ -214,6 +214,10 @@ def test_a_timing_of_another_case_of_the_script_is_not_reported_as_this_one(expo
     write(rec)
     same = gb.bench(vadd, bytes=1, baseline="add", tolerance="exact")
     assert same.provenance == "this case" and same.best().ms == 0.01
+    lines = repr(same).splitlines()   # what the replay measured first, then what this machine could not do
+    assert lines[0].startswith("MEASURED vadd on an H200 (replay of 2026-12-02): 10.0 µs")
+    assert lines[-1] == "  not measured here: no GPU on this machine"
     other = gb.bench(vadd, bytes=1, baseline="add", tolerance=(1e-3, 0))   # another output check
     assert other.provenance == "other" and other.best() is None
-    assert "the same kernel script timed for another case" in repr(other)
+    assert repr(other).startswith("NOT MEASURED vadd: no GPU on this machine; no replay of this very case yet")
+    assert "the same kernel script was timed for another case" in repr(other) and "MEASURED vadd on an H200" in repr(other)

@@ -165,7 +165,7 @@ def test_matrix_renders_from_a_sample_results_file(tmp_path):
     rows = matrix.rows(tmp_path)
     assert [r["name"] for r in rows] == ["copy_vec4", "gemm_tcgen05"]
     text = matrix.markdown(rows)
-    assert "| 01-execution-model | `copy_vec4` | passed on sm_90 | 0 | 125.0 µs (4.00 TB/s) | 83% |" in text
+    assert "| 01-execution-model | `copy_vec4` | passed on H200 (sm_90) | max error 0 (exact) | 125.0 µs (4.00 TB/s) | 83% |" in text
     assert "memcheck clean; racecheck clean | 2026-01-02, NVIDIA H200 |" in text
     assert "| 03-meet-tirx | `gemm_tcgen05` | compiled for sm_100a — never run | — | not measured |" in text
     assert [r["name"] for r in matrix.never_run(rows)] == ["gemm_tcgen05"]
@@ -319,7 +319,7 @@ def test_a_hopper_only_kernel_exports_and_replays_on_sm_90a_only(exporting, monk
     ref = lambda out: torch.arange(128, dtype=torch.int32)  # noqa: E731
     res = gb.check(k, [torch.empty(128, dtype=torch.int32)], ref=ref, stress=10)
     timing = gb.bench(k, bytes=512, unchecked="a fence test: its output is a pattern, not a result")
-    assert res.status == "not run" and "compiled for sm_90a — not run" in repr(res)
+    assert res.status == "not run" and repr(res).startswith("NOT RUN wgmma_fence: no GPU on this machine (compiled for sm_90a)")
     assert timing.status == "not measured"
     d = exporting / "99-test--wgmma_fence--check"
     meta = json.loads((d / "case.json").read_text())

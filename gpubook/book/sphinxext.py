@@ -1,11 +1,15 @@
 """Sphinx extension of the book: a "Runs on" badge and a notebook download link on each chapter,
 the facts the demos read, and a build output without the theme's template leftovers.
 
-The badge is read off the executed chapter itself: every kernel's compile report says
-"compiled for sm_100a (+sm_90a)" (portable) or "compiled for sm_100a only" (Blackwell-only),
-and every check says PASS or NOT RUN. The download link points at the chapter's paired
-notebook (``notebooks/<name>.ipynb``, the jupytext pair, without outputs), copied into the
-build under ``_notebooks/``.
+The badge counts the kernels appendix A lists for the chapter (`gpubook.verify.matrix`), the
+count the chapter's opening box gives (`gpubook.book.headline`), grouped by where they run:
+sm_90+ (portable), sm_90a (Hopper only, wgmma) and sm_100a (Blackwell only); a page of several
+groups names each with its count. A page of no recorded kernel falls back on its compile
+reports ("compiled for sm_100a (+sm_90a)", "... only"). Whether the page launches any kernel is
+read off its checks, which say where they passed (here, or in a replay) or why they did not
+run here. The download link points at the chapter's paired notebook
+(``notebooks/<name>.ipynb``, the jupytext pair, without outputs), copied into the build under
+``_notebooks/``.
 
 The interactive demos under ``_static/demos/`` take every hardware number they show from
 ``_static/demos/book-data.js``, written here at build time from ``gpubook.hardware``: the
@@ -35,8 +39,11 @@ NOTEBOOK_DIR = "_notebooks"
 _REPORT = re.compile(r"([\w.\-]+): compiled for (sm_\w+)(?: \(\+([\w, ]+)\)| only)")
 # data attributes on the report div, when the report carries them
 _ATTR = re.compile(r'data-kernel="([^"]+)"[^>]*data-runs-on="([^"]+)"|data-runs-on="([^"]+)"[^>]*data-kernel="([^"]+)"')
-_PASS = re.compile(r"\bPASS [\w.\-]+ on (.+?) \((sm_\w+)\)")
-_NOT_RUN = re.compile(r"\bNOT (?:RUN|MEASURED)\b")
+# A check that passed on this machine (CheckResult: "PASSED <name> here, on an H200 (sm_90a): ...")
+_PASS = re.compile(r"\bPASSED [\w.\-]+ here, on (?:an? )?(.+?) \((sm_\w+)\)")
+# A check or a timing that could not run on this machine: its own NOT RUN / NOT MEASURED line,
+# or the "not run here" / "not measured here" line under what a replay or a simulation found.
+_NOT_RUN = re.compile(r"\bNOT (?:RUN|MEASURED)\b|\bnot (?:run|measured) here: ")
 # The verification matrix: its page, and how a printed verdict names it.
 MATRIX_DOC = "chapters/" + MATRIX_PAGE.removesuffix(".html")
 _MATRIX_TEXT = re.compile(r" \(appendix A, " + re.escape(MATRIX_PAGE) + r"\)")
@@ -66,10 +73,27 @@ class PageTiers:
     def checked(self) -> bool:
         return bool(self.passed_on) or self.not_run > 0
 
+    def use_rows(self, kernel_archs: list[tuple[str, tuple[str, ...]]]) -> None:
+        """Count the page's kernels from appendix A's rows (`matrix.kernel_archs` of the chapter's
+        `matrix.kernel_rows`), the rows the opening box counts, instead of the reports shown."""
+        self.kernels = {f"{name}#{i}": tuple(runs) for i, (name, runs) in enumerate(kernel_archs)}
+
+    def names(self, keys: list[str]) -> list[str]:
+        return [k.split("#", 1)[0] for k in keys]
+
+    def groups(self) -> dict[str, list[str]]:
+        """The page's kernels by where they run: 'sm_90+' (Hopper and Blackwell), 'sm_90a'
+        (Hopper only: wgmma) and 'sm_100a' (Blackwell only), largest group first."""
+        found: dict[str, list[str]] = {"sm_90+": [], "sm_90a": [], "sm_100a": []}
+        for k, r in self.kernels.items():
+            hopper, blackwell = any(a.startswith("sm_90") for a in r), any(a.startswith("sm_100") for a in r)
+            found["sm_90+" if hopper and blackwell else "sm_90a" if hopper else "sm_100a"].append(k)
+        return dict(sorted(((g, ks) for g, ks in found.items() if ks), key=lambda g: -len(g[1])))
+
     def tier(self) -> tuple[str, str, str]:
-        """(css modifier, label, explanation) of the page's Runs-on badge."""
+        """(css modifier, label, explanation) of the page's Runs-on badge. A page whose kernels
+        run on different GPUs names each group with its count: 'sm_90a (35 kernels), sm_90+ (4)'."""
         n = len(self.kernels)
-        blackwell_only = sorted(k for k, r in self.kernels.items() if not any(a.startswith("sm_90") for a in r))
         if n == 0:
             return "any", "any machine", "This page builds no kernel: its cells run on any machine."
         one = n == 1
@@ -78,21 +102,29 @@ class PageTiers:
         if not self.checked:
             return ("compile", "compile-only",
                     f"{count} {is_} compiled for sm_100a and inspected; none is launched on this page.")
-        hopper_only = [k for k, r in self.kernels.items() if not any(a.startswith("sm_100") for a in r)]
-        if len(hopper_only) == n:
-            return ("sm90", "sm_90a only",
-                    f"{count} {compiles} for and {runs} on Hopper (sm_90a) only: wgmma has no sm_100a form.")
-        if not blackwell_only:
-            return ("sm90", "sm_90+",
-                    f"{count} {compiles} anywhere and {runs} on Hopper (sm_90a) and Blackwell (sm_100a).")
-        if len(blackwell_only) == n:
+        groups = self.groups()
+        if len(groups) == 1:
+            g = next(iter(groups))
+            if g == "sm_90a":
+                return ("sm90", "sm_90a only",
+                        f"{count} {compiles} for and {runs} on Hopper (sm_90a) only: wgmma has no sm_100a form.")
+            if g == "sm_90+":
+                return ("sm90", "sm_90+",
+                        f"{count} {compiles} anywhere and {runs} on Hopper (sm_90a) and Blackwell (sm_100a).")
             return ("b200", "B200 only",
                     f"{count} {compiles} anywhere and {runs} on a Blackwell B200 (sm_100a) only.")
-        portable = n - len(blackwell_only)
-        return ("b200 gpubook-badge--mixed", "B200 only",
-                f"{portable} of the page's {n} kernels also {'runs' if portable == 1 else 'run'} on sm_90+; "
-                f"{', '.join(blackwell_only)} {'needs' if len(blackwell_only) == 1 else 'need'} "
-                "a Blackwell B200 (sm_100a).")
+        label = ", ".join(f"{g} ({len(ks)} kernel{'s' * (len(ks) > 1)})" if i == 0 else f"{g} ({len(ks)})"
+                          for i, (g, ks) in enumerate(groups.items()))
+        said = {"sm_90+": "{run} on Hopper (sm_90a) and Blackwell (sm_100a)",
+                "sm_90a": "{run} on Hopper (sm_90a) only: wgmma has no sm_100a form",
+                "sm_100a": "{need} a Blackwell B200 (sm_100a)"}
+        parts = []
+        for g, ks in groups.items():
+            k = len(ks)
+            who = ", ".join(self.names(ks)) if k <= 3 else str(k)
+            parts.append(f"{who} " + said[g].format(run="runs" if k == 1 else "run", need="needs" if k == 1 else "need"))
+        mod = {"sm_90+": "sm90", "sm_90a": "sm90", "sm_100a": "b200"}[next(iter(groups))]
+        return f"{mod} gpubook-badge--mixed", label, f"Of the page's {n} kernels, " + "; ".join(parts) + "."
 
     def build_note(self) -> str | None:
         """What happened to the kernels on the machine that built this page."""
@@ -101,6 +133,21 @@ class PageTiers:
         if self.not_run:
             return "This build: compiled only (no suitable GPU)"
         return None
+
+
+_ROWS: dict[str, list[dict[str, Any]]] = {}
+
+
+def chapter_kernels(chapter: str, table_rows: list[dict[str, Any]] | None = None) -> list[tuple[str, tuple[str, ...]]]:
+    """(name, archs) of each kernel appendix A lists for `chapter` (`matrix.kernel_rows`, read
+    once per process): the kernels the badge counts, the same the opening box counts."""
+    from ..verify import matrix
+
+    if table_rows is None:
+        if "all" not in _ROWS:
+            _ROWS["all"] = matrix.kernel_rows()
+        table_rows = _ROWS["all"]
+    return matrix.kernel_archs([r for r in table_rows if r["chapter"] == chapter])
 
 
 def kernels_of_the_page(n: int) -> str:
@@ -185,7 +232,11 @@ def page_bar(app: Sphinx, docname: str, tiers: PageTiers) -> str:
 def on_doctree_resolved(app: Sphinx, doctree: nodes.document, docname: str) -> None:
     if app.builder.format != "html" or notebook_of(app, docname) is None:
         return
-    bar = nodes.raw("", page_bar(app, docname, read_page(doctree)), format="html")
+    tiers = read_page(doctree)
+    archs = chapter_kernels(Path(docname).name)
+    if archs:  # the kernels appendix A lists for this chapter, as the opening box counts them
+        tiers.use_rows(archs)
+    bar = nodes.raw("", page_bar(app, docname, tiers), format="html")
     section = next(iter(doctree.findall(nodes.section)), None)
     if section is not None and section.children and isinstance(section[0], nodes.title):
         section.insert(1, bar)

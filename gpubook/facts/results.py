@@ -15,6 +15,8 @@ then by file name, and a later run overrides an earlier one):
                       | "race found" (a case marked expect="race": racecheck reported the hazard)
                       | "not judged" (a case marked expect="race", replayed without racecheck),
             "max_abs_error": float | null, "max_rel_error": float | null,
+            "max_error_over_allowed": float (the largest |err| / (atol + rtol |ref|) over the
+                      elements; checks replayed since it was kept), "tolerances": [[rtol, atol], ...],
             "stress": {"launches": int, "failures": int, "variants": int,
                        "first_failure": str | null, "out_of_bounds": [str] (only when any)}
                       (checks with stress=N only),

@@ -141,25 +141,37 @@ class Timing:
         return "HBM"
 
     def __repr__(self) -> str:
+        """The strongest fact first: MEASURED (here, or by the newest replay of this case) or
+        FAILED; then what this machine could not do."""
         from . import clocks, outcheck
 
+        def a_gpu(name: str) -> str:  # "an H200", "a B200"
+            g = name.removeprefix("NVIDIA ").strip()
+            return f"an {g}" if g[:1] in "AEFHILMNORSX" else f"a {g}"
+
         if self.status == "failed":
-            return f"FAILED {self.name}" + (f" on {self.gpu}" if self.gpu else "") + f": {self.reason}"
+            return f"FAILED {self.name}" + (f" on {a_gpu(self.gpu)}" if self.gpu else "") + f": {self.reason}"
         if self.status != "measured":
-            line = f"NOT MEASURED {self.name} here: {self.reason}"
-            if self.recorded:
-                run = self.recorded["run"]
-                what = {"other": "the same kernel script timed for another case (other timing setup, "
-                                 "output check or toolchain), not this one",
-                        "unrecorded": "recorded before results named their case and toolchain"}.get(self.provenance or "")
-                line += (f"\n  verification matrix ({run['date']}, replayed on {run['gpu']}"
-                         + (f"; {what}" if what else "") + f"): {Timing.from_record(self.recorded)!r}")
-                if self.recorded.get("status") == "failed":
-                    line += "\n  the newest replay of this kernel failed: no timing of it is reported"
-            else:
-                line += "\n  no GPU measurement recorded in the verification matrix yet"
-            return line
-        parts = [f"{self.name} on {self.gpu}: {self.ms * 1e3:.1f} µs"]
+            here = f"not measured here: {self.reason}"
+            rec = self.recorded
+            if not rec:
+                return f"NOT MEASURED {self.name}: {self.reason}; no GPU measurement of it is recorded yet"
+            run = rec["run"]
+            shown = repr(Timing.from_record(rec)).split("\n")
+            if self.provenance == "other":
+                return (f"NOT MEASURED {self.name}: {self.reason}; no replay of this very case yet\n"
+                        f"  the same kernel script was timed for another case (other timing setup, output "
+                        f"check or toolchain), not this one: {shown[0]} (replay of {run['date']})"
+                        + "".join(f"\n  {ln.strip()}" for ln in shown[1:]))
+            # the replay's own line, with where and when it ran: 'MEASURED k on an H200 (replay of ...)'
+            head, _, body = shown[0].partition(": ")
+            lead = f"{head} (replay of {run['date']}): {body}"
+            if rec.get("status") == "failed":
+                lead += "\n  the newest replay of this kernel failed: no timing of it is reported"
+            if self.provenance == "unrecorded":
+                lead += "\n  recorded before results named their case and toolchain"
+            return "\n".join([lead] + shown[1:] + [f"  {here}"])
+        parts = [f"MEASURED {self.name} on {a_gpu(self.gpu or 'a GPU')}: {self.ms * 1e3:.1f} µs"]
         if self.samples:
             parts[0] += f" (median of {len(self.samples)}, {self.flush} flush)"
         else:

@@ -12,7 +12,8 @@ from ..run import runtime
 from .compare import (  # noqa: F401 - check's names, as a check's reader looks them up
     TOLERANCES, CheckError, Outcome, _guarded, _poison, compare, run_and_compare, seeded,
                       shuffled, stress_run, tolerance)
-from .describe import MATRIX_PAGE, describe_record, describe_simulation, describe_stress
+from .describe import (  # noqa: F401 - describe_simulation: appendix D reads it here
+    MATRIX_PAGE, a_gpu, describe_error, describe_record, describe_simulation, describe_stress, replay_verdict)
 from ..facts.results import PROVENANCE_NOTE
 from ..compile.signature import validate
 
@@ -34,15 +35,17 @@ class NotSimulatedError(RuntimeError):
 
 @dataclass
 class CheckResult:
-    """What a check established: passed on a GPU, or compiled but not run (and why)."""
+    """What a check established, strongest fact first: passed (or failed) on a GPU, here or in
+    a replay of this kernel; simulated on the CPU; or not run anywhere yet — then what this
+    machine could not do, and why."""
 
     kernel: str
-    status: str  # "passed" or "not run"
+    status: str  # "passed" or "not run" (here: a replay's or a simulation's verdict is recorded apart)
     arch: str | None = None
     gpu: str | None = None
     max_abs_error: float | None = None
     max_rel_error: float | None = None
-    reason: str | None = None
+    reason: str | None = None  # why it did not run here ("no GPU on this machine (compiled for ...)")
     facts: str = ""
     stress: dict[str, Any] | None = None  # {"launches", "failures", "variants", "first_failure"}
     stress_planned: int = 0  # launches asked for (exported for a GPU run when none is here)
@@ -50,47 +53,66 @@ class CheckResult:
     provenance: str | None = None  # results.provenance: "this case", "unrecorded" or "other"
     simulated: dict[str, Any] | None = None  # the newest CPU simulation of it (results/*-numsim)
     not_simulated: str | None = None  # why a Blackwell-only kernel has no simulation, when declared
+    max_error_over_allowed: float | None = None  # max |err| / (atol + rtol |ref|), elementwise
+    tolerances: list[tuple[float, float]] | None = None  # (rtol, atol) per output
 
     @property
     def passed(self) -> bool:
         return self.status == "passed"
 
+    def _replayed(self) -> bool:
+        """A replay of this very case (or of one recorded before cases were named) leads."""
+        return self.recorded is not None and self.provenance != "other"
+
     def lines(self) -> list[str]:
-        """The verdict, then indented detail lines (what __repr__ and the HTML show)."""
+        """The verdict, then indented detail lines (what __repr__ and the HTML show): the
+        strongest fact first, then what this machine could not do."""
         if self.passed:
-            out = [f"PASS {self.kernel} on {self.gpu} ({self.arch}): max abs error "
-                   f"{self.max_abs_error:.3g}, max rel error {self.max_rel_error:.3g}"]
+            err = describe_error({"max_error_over_allowed": self.max_error_over_allowed,
+                                  "max_abs_error": self.max_abs_error}, self.tolerances)
+            out = [f"PASSED {self.kernel} here, on {a_gpu(self.gpu or 'a GPU')} ({self.arch}): {err}"]
             if self.stress:
                 out.append(describe_stress(self.stress))
             return out
-        out = [f"NOT RUN {self.kernel}: {self.reason}"]
-        if self.recorded is not None and self.provenance == "other":
+        out: list[str] = []
+        if self._replayed():
+            note = PROVENANCE_NOTE.get(self.provenance or "", "")
+            out.append(replay_verdict(self.kernel, self.recorded, self.tolerances) + note)
+            out.append(f"not run here: {self.reason}")
+            if self.simulated is not None:
+                out.append("also " + describe_simulation(self.simulated))
+        elif self.simulated is not None:
+            out.append(describe_simulation(self.simulated, self.kernel, lead=True))
+            out.append(f"not run here: {self.reason}")
+        elif self.recorded is not None:
+            out.append(f"NOT RUN {self.kernel}: {self.reason}; no replay of this very check yet")
+        else:
+            out.append(f"NOT RUN {self.kernel}: {self.reason}; no record of this kernel yet")
+        if self.recorded is not None and not self._replayed():
             out.append("the same kernel script was replayed for another case (other inputs, tolerance, "
                        f"stress runs or toolchain), so not this check: {describe_record(self.recorded)}")
-        elif self.recorded is not None:
-            note = PROVENANCE_NOTE.get(self.provenance or "", "")
-            out.append(f"same kernel replayed: {describe_record(self.recorded)}{note}")
-        else:
-            out.append("no replay of this exact kernel is recorded yet")
-        if self.simulated is not None:
-            out.append(describe_simulation(self.simulated))
-        elif self.not_simulated:
+        if self.simulated is None and self.not_simulated:
             out.append(f"not simulated: {self.not_simulated}")
         if self.stress_planned and not (self.recorded or {}).get("stress"):
-            out.append(f"stress test of {self.stress_planned} launches: not run either")
+            out.append(f"stress test of {self.stress_planned} launches: "
+                       + ("not in the replay's record, and not run here" if self._replayed() else "not run either"))
         out.append(f"static facts: {self.facts}")
         return out
 
-    def __repr__(self) -> str:
-        first, *rest = self.lines()
+    def _linked(self, lines: list[str], link: str) -> list[str]:
+        """The lines with appendix A named after the one that cites a replay (none without one)."""
         if self.recorded is not None:
-            rest[0] += f" (appendix A, {MATRIX_PAGE})"
+            i = 0 if self._replayed() else next(i for i, ln in enumerate(lines) if "replayed for another case" in ln)
+            lines[i] += link
+        return lines
+
+    def __repr__(self) -> str:
+        first, *rest = self._linked(self.lines(), f" (appendix A, {MATRIX_PAGE})")
         return "\n".join([first] + [f"  {ln}" for ln in rest])
 
     def _repr_html_(self) -> str:
-        first, *rest = (html.escape(ln) for ln in self.lines())
-        if self.recorded is not None:
-            rest[0] += f' — <a href="{MATRIX_PAGE}">appendix A</a>'
+        escaped = [html.escape(ln) for ln in self.lines()]
+        first, *rest = self._linked(escaped, f' — <a href="{MATRIX_PAGE}">appendix A</a>')
         body = "<br>".join([first] + [f"&nbsp;&nbsp;{ln}" for ln in rest])
         return f'<div class="gpubook-report gpubook-check"><code>{body}</code></div>'
 
@@ -240,9 +262,9 @@ def check(
         case.record(resident=resident)
 
     why = runtime.why_not_here(kernel.runs_on)
+    need = " or ".join(kernel.runs_on)
     if expect in ("trap", "race", "unsafe"):
-        need = " or ".join(kernel.runs_on)
-        where = "" if why is None else f" ({why})"
+        where = f"compiled for {need}" + ("" if why is None else f"; {why}")
         if expect == "trap":
             what = ("it is expected to trap, so only `python -m gpubook replay` runs it, in a child "
                     "process, and requires the trap"
@@ -260,18 +282,17 @@ def check(
         rec, how = _replay(case, results.RAN_EXPECTED)
         sim = _simulation(kernel, name, not_simulated, resident)
         return CheckResult(name, "not run", facts=kernel.summary(), recorded=rec, provenance=how, simulated=sim,
-                           not_simulated=not_simulated,
-                           reason=f"compiled for {need} — not run here{where}: {what}")
+                           not_simulated=not_simulated, tolerances=tols, reason=f"{what} ({where})")
     if why is not None:
-        need = " or ".join(kernel.runs_on)
         from ..run import record
         from ..facts import results
 
         rec, how = _replay(case, results.RAN)
         sim = _simulation(kernel, name, not_simulated, resident)
         result = CheckResult(
-            name, "not run", reason=f"compiled for {need} — not run: {why}", facts=kernel.summary(),
+            name, "not run", reason=f"{why} (compiled for {need})", facts=kernel.summary(),
             stress_planned=stress, recorded=rec, provenance=how, simulated=sim, not_simulated=not_simulated,
+            tolerances=tols,
         )
         if strict():
             raise NotRunError(f"{STRICT_ENV} is set and {name} did not run: {result.reason}")
@@ -282,7 +303,8 @@ def check(
                               variants=stress_variants)
     return CheckResult(name, "passed", arch=arch, gpu=runtime.local_gpu_name(),
                        max_abs_error=outcome.max_abs_error, max_rel_error=outcome.max_rel_error,
-                       stress=outcome.stress)
+                       stress=outcome.stress, max_error_over_allowed=outcome.max_error_over_allowed,
+                       tolerances=tols)
 
 
 def _replay(case: Case, statuses: tuple[str, ...]) -> tuple[dict[str, Any] | None, str | None]:

@@ -4,7 +4,7 @@ every check shares, in a notebook, a replay and a simulation."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 from ..compile.signature import PACKED
 from ..run import guard, runtime
@@ -86,11 +86,32 @@ def from_bytes(param: Any, array: Any) -> Any:
     return raw.view(getattr(torch, param.torch_dtype)).reshape(param.torch_shape)
 
 
-def compare(name: str, out: Any, expected: Any, rtol: float, atol: float) -> tuple[float, float]:
+class Errors(NamedTuple):
+    """How far an output is from its reference: the largest absolute and relative differences,
+    and the largest difference as a fraction of its element's whole allowance
+    (|out - ref| / (atol + rtol |ref|), elementwise; 1 is the edge of the tolerance)."""
+
+    max_abs_error: float
+    max_rel_error: float
+    max_error_over_allowed: float
+
+
+def over_allowed(diff: Any, allowed: Any) -> float:
+    """max(|err| / allowance) over the elements: 0 where an element matches exactly (even with a
+    zero allowance), inf for a difference where nothing is allowed, or for NaN."""
+    import torch
+
+    if not diff.numel():
+        return 0.0
+    ratio = torch.where(diff == 0, torch.zeros_like(diff), diff / allowed)  # x / 0 = inf
+    return float(torch.nan_to_num(ratio, nan=float("inf")).max())
+
+
+def compare(name: str, out: Any, expected: Any, rtol: float, atol: float) -> Errors:
     """Raise CheckError unless |out - expected| <= atol + rtol*|expected| everywhere (NaN fails).
 
-    Returns (max abs error, max rel error). Works on CPU tensors; packed E2M1 tensors compare
-    by their values.
+    Returns the Errors (max abs error, max rel error, max error over its allowance). Works on
+    CPU tensors; packed E2M1 tensors compare by their values.
     """
     import torch
 
@@ -99,10 +120,12 @@ def compare(name: str, out: Any, expected: Any, rtol: float, atol: float) -> tup
     if o.shape != e.shape:
         raise CheckError(f"{name}: output shape {tuple(o.shape)} != reference shape {tuple(e.shape)}")
     diff = (o - e).abs()
-    bad = ~(diff <= atol + rtol * e.abs())  # NaN in either side lands here
+    allowed = atol + rtol * e.abs()
+    bad = ~(diff <= allowed)  # NaN in either side lands here
     abs_err = float(torch.nan_to_num(diff, nan=float("inf")).max()) if diff.numel() else 0.0
     rel = diff / e.abs().clamp_min(1e-30)
     rel_err = float(torch.nan_to_num(rel, nan=float("inf")).max()) if rel.numel() else 0.0
+    frac = over_allowed(diff, allowed)
     if bool(bad.any()):
         idx = bad.nonzero()[:5].tolist()
         shown = "; ".join(
@@ -110,10 +133,11 @@ def compare(name: str, out: Any, expected: Any, rtol: float, atol: float) -> tup
         )
         raise CheckError(
             f"{name}: {int(bad.sum())} of {bad.numel()} elements differ from the reference "
-            f"(rtol={rtol:g}, atol={atol:g}); max abs error {abs_err:.6g}.\n"
+            f"(rtol={rtol:g}, atol={atol:g}); max abs error {abs_err:.6g}; the worst element is "
+            f"{frac:.3g} times its allowance atol + rtol |ref|.\n"
             f"  first mismatches: {shown}"
         )
-    return abs_err, rel_err
+    return Errors(abs_err, rel_err, frac)
 
 
 # What a packed E2M1 output holds before the run: every code is a value (E2M1 has no NaN), so the
@@ -151,6 +175,7 @@ class Outcome:
     max_abs_error: float
     max_rel_error: float
     stress: dict[str, Any] | None = None
+    max_error_over_allowed: float | None = None  # max |err| / (atol + rtol |ref|) over the outputs
 
 
 def _guarded(launcher: Any, args: Sequence[Any]) -> list[Any]:
@@ -190,7 +215,8 @@ def run_and_compare(launcher: Any, args: Sequence[Any], outputs: Sequence[int],
             problems.append(str(err))
     if problems:
         raise CheckError("\n".join(problems))
-    outcome = Outcome(max(e[0] for e in errs), max(e[1] for e in errs))
+    outcome = Outcome(max(e[0] for e in errs), max(e[1] for e in errs),
+                      max_error_over_allowed=max(e[2] for e in errs))
     if stress:
         outcome.stress = stress_run(launcher, variants, outputs, tols, stress)
         if outcome.stress["failures"] or outcome.stress.get("out_of_bounds"):

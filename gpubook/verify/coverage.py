@@ -15,8 +15,11 @@ kernel's constants and returns a line that says what the shape exercises:
   least one, and in at least one a row maximum that a late block raises (`late_rise`,
   measured on the inputs; `plant_late_max` makes such inputs).
 
-A shape kept smaller on purpose names its reason (`short="..."`): the function then returns
-the shortfall instead of raising, and raises when the shape no longer needs the reason;
+A shape kept smaller on purpose names its reason (`short="..."`): the function then returns a
+line that says what the shape leaves untested, by how much it falls short and why it was kept
+short ("ring coverage: 4 K-tiles over 6 stages, slot 0 filled once — short of coverage: the
+check's K does not wrap the ring, so no slot is reused: ... (needs K-tiles >= 13, 9 short);
+kept short on purpose: ...") instead of raising, and raises when the shape no longer needs the reason;
 `kept_short` gives one reason to those cases of a loop that need it, and `sim_seconds` states
 the cost that reason avoids from the committed simulation records.
 """
@@ -36,13 +39,20 @@ class CoverageError(AssertionError):
     """A check's shape does not exercise a property its kernel relies on."""
 
 
-def _verdict(what: str, ok: bool, shortfall: str, short: str | None) -> str:
+def _times(n: int) -> str:
+    return {1: "once", 2: "twice"}.get(n, f"{n} times")
+
+
+def _verdict(what: str, ok: bool, shortfall: str, short: str | None, untested: str = "") -> str:
+    """The line a check prints beside its shape: `what` it exercises; kept short on purpose
+    (`short`, the reason), what the shape leaves untested and by how much it falls short."""
     if short is not None:
         if ok:
             raise CoverageError(f"{what}: covered, yet marked short ({short!r}): drop the reason")
-        return f"{what}: short of coverage ({shortfall}) — {short}"
+        return (f"{what} — short of coverage: {untested + ' ' if untested else ''}({shortfall}); "
+                f"kept short on purpose: {short}")
     if not ok:
-        raise CoverageError(f"{what}: {shortfall}")
+        raise CoverageError(f"{what}: {untested + ' ' if untested else ''}({shortfall})")
     return what
 
 
@@ -52,10 +62,16 @@ def ring(k_tiles: int, stages: int, *, short: str | None = None) -> str:
         raise ValueError(f"stages and k_tiles must be >= 1, got {stages}, {k_tiles}")
     need = RING_REFILLS * stages + 1
     fills = -(-k_tiles // stages)
-    what = (f"ring: {k_tiles} K-tiles over {stages} stages, slot 0 filled {fills} times"
+    what = (f"ring coverage: {k_tiles} K-tiles over {stages} stages, slot 0 filled {_times(fills)}"
             + (", both parities flip and the producer waits" if k_tiles >= need else ""))
+    if fills == 1:
+        untested = ("the check's K does not wrap the ring, so no slot is reused: the parity flip and "
+                    "the producer's wait for a freed slot are untested by it")
+    else:
+        untested = ("the ring wraps only once, so no barrier comes back to its first parity: a slot "
+                    "reused a second time is untested by it")
     return _verdict(what, k_tiles >= need,
-                    f"needs K-tiles >= 2 * STAGES + 1 = {need}, {need - k_tiles} short", short)
+                    f"needs K-tiles >= 2 * STAGES + 1 = {need}, {need - k_tiles} short", short, untested)
 
 
 def rounds(tiles: int, ctas: int, *, short: str | None = None) -> str:
@@ -65,9 +81,11 @@ def rounds(tiles: int, ctas: int, *, short: str | None = None) -> str:
     least, most = tiles // ctas, -(-tiles // ctas)
     spread = f"{least}" if least == most else f"{least}-{most}"
     what = f"persistent: {tiles} tiles over {ctas} CTA{'s' * (ctas > 1)}, {spread} per CTA"
+    untested = ("a CTA that serves fewer than three tiles never carries its state into a tile that "
+                "itself follows a carried one, so that path is untested by the check")
     return _verdict(what, least >= MIN_ROUNDS,
                     f"needs >= {MIN_ROUNDS} tiles for every CTA, the last gets {least}: "
-                    f"at most {tiles // MIN_ROUNDS} CTAs, or >= {MIN_ROUNDS * ctas} tiles", short)
+                    f"at most {tiles // MIN_ROUNDS} CTAs, or >= {MIN_ROUNDS * ctas} tiles", short, untested)
 
 
 def kv_blocks(seqlen: int, block: int, *, short: str | None = None) -> str:
@@ -77,9 +95,11 @@ def kv_blocks(seqlen: int, block: int, *, short: str | None = None) -> str:
     n = -(-seqlen // block)
     tail = seqlen % block
     what = f"keys: {seqlen} = {n} blocks of {block}" + (f", the last holds {tail}" if tail else "")
+    untested = ("with fewer than three blocks of keys no rescale of the running softmax follows "
+                "another, so that path is untested by the check")
     return _verdict(what, n >= MIN_KV_BLOCKS,
                     f"needs >= {MIN_KV_BLOCKS} blocks, i.e. seqlen > {(MIN_KV_BLOCKS - 1) * block}, "
-                    f"{(MIN_KV_BLOCKS - 1) * block + 1 - seqlen} short", short)
+                    f"{(MIN_KV_BLOCKS - 1) * block + 1 - seqlen} short", short, untested)
 
 
 def _logits(q: Any, k: Any) -> Any:
@@ -136,7 +156,8 @@ def attention(cases: Sequence[dict[str, Any]], block: int, *, short: str | None 
                        f"({MIN_RISE - best:.2f} short; plant_late_max makes one)")
     what = (f"attention: ragged last block at seqlen {ragged or 'none'}, a late block raises a "
             f"row max by {best:.1f} (alpha = {math.exp(-best):.1e})")
-    return _verdict(what, not missing, "; ".join(missing), short)
+    return _verdict(what, not missing, "; ".join(missing), short,
+                    "the masked tail or a large late rescale is untested by these checks")
 
 
 def kept_short(assertion: Any, *args: Any, reason: str) -> str:

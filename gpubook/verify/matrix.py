@@ -18,10 +18,16 @@ from typing import Any
 
 from ..facts.paths import CHAPTERS
 from ..facts.results import load_runs
-from .describe import readable_finding as _readable
+from .describe import describe_allowance as _allowance, describe_error, gpu_name as _gpu, readable_finding as _readable
+from .describe import simulated_clusters
 from .describe import record_sanitizer as _sanitizer, sanitizer_short as _sanitizer_short
 from .describe import record_time as _time, speed as _speed, speedups  # noqa: F401 - speedups is API
 from . import manifest
+
+def _error(rec: dict[str, Any]) -> str:
+    """describe.describe_error, its '|ref|' written so that a table cell keeps it whole."""
+    return describe_error(rec).replace("|ref|", "abs(ref)")
+
 
 ARCH_NAMES = {"sm_90a": "sm_90", "sm_100a": "sm_100"}
 HOPPER_ONLY = "sm_90a only — wgmma has no sm_100a form"
@@ -166,42 +172,47 @@ def hopper_only(row: dict[str, Any]) -> bool:
     return list(row.get("runs_on") or []) == ["sm_90a"]
 
 
+def _on(entry: dict[str, Any]) -> str:
+    """Where a record ran: 'H100 (sm_90)', the GPU by name and its arch."""
+    arch = ARCH_NAMES.get(entry["run"]["arch"], entry["run"]["arch"])
+    return f"{_gpu(entry['run']['gpu'])} ({arch})"
+
+
 def tier(row: dict[str, Any]) -> str:
-    """The strongest claim the newest results support for one kernel; failures come first."""
+    """The strongest claim the newest results support for one kernel, naming the GPU that ran
+    it; failures come first."""
     if row["failed"]:
         e = row["failed"][0]
-        arch = ARCH_NAMES.get(e["run"]["arch"], e["run"]["arch"])
         if e["status"] == "passed":  # the single check passed, the stress run did not
             s = e["stress"]
-            return f"FAILED under stress on {arch} ({s['failures']} of {s['launches']} launches)"
-        return f"{e['status'].upper()} on {arch}"
+            return f"FAILED under stress on {_on(e)} ({s['failures']} of {s['launches']} launches)"
+        return f"{e['status'].upper()} on {_on(e)}"
     if row["check"] and row["check"]["status"] in ("trapped", "race found"):
-        arch = row["check"]["run"]["arch"]
         what = "trapped" if row["check"]["status"] == "trapped" else "racecheck found the race"
-        return f"{what} as expected on {ARCH_NAMES.get(arch, arch)}"
+        return f"{what} as expected on {_on(row['check'])}"
     if row["check"] and row["check"].get("expect") == "unsafe" and not row["passed_on"]:
         return "breaks a PTX ordering rule on purpose — judged by the lint at build, never run on a GPU"
     if row["check"] and row["check"]["status"] == "not judged" and not row["passed_on"]:
-        arch = row["check"]["run"]["arch"]
-        return f"expected race not judged on {ARCH_NAMES.get(arch, arch)} (replayed without racecheck)"
-    if "sm_100a" in row["passed_on"]:
-        return "passed on sm_100"
-    if "sm_90a" in row["passed_on"]:
-        return "passed on sm_90"
+        return f"expected race not judged on {_on(row['check'])} (replayed without racecheck)"
+    for arch in ("sm_100a", "sm_90a"):
+        if arch in row["passed_on"]:
+            return f"passed on {_on(dict(row['by_arch'][arch]))}"
     if timed(row):
-        arch = ARCH_NAMES.get(row["perf"]["run"]["arch"], row["perf"]["run"]["arch"])
+        where = _on(row["perf"])
         oc = timed_check(row)
         if oc:
-            return (f"matched PyTorch at its timed shape on {arch}" if oc.get("passed") else
-                    f"OUTPUT WRONG at its timed shape on {arch}")
-        return f"timed on {arch}, not compared (no check of this build)"
+            return (f"matched PyTorch at its timed shape on {where}" if oc.get("passed") else
+                    f"OUTPUT WRONG at its timed shape on {where}")
+        return f"timed on {where}, not compared (no check of this build)"
     if hopper_only(row):
         return "compiled for sm_90a — never run"
     sim = row.get("simulated")
+    found = simulated_clusters(sim) if sim else None
+    part = ", {} of {} clusters".format(*found) if found and found[1] > found[0] else ""
     if sim and sim["status"] == "simulated":
-        return "simulated for sm_100a (NumSim) — never run on a GPU"
+        return f"simulated for sm_100a (NumSim{part}) — never run on a GPU"
     if sim and sim["status"] == "caught":
-        return "fault caught in simulation (NumSim) — never run on a GPU"
+        return f"fault caught in simulation (NumSim{part}) — never run on a GPU"
     if sim:
         return f"simulation {sim['status'].upper()} — never run on a GPU"
     return f"compiled for {' and '.join(row.get('runs_on') or ['sm_100a'])} — never run"
@@ -215,7 +226,11 @@ def simulation(row: dict[str, Any]) -> str:
     tools = sim.get("tools") or {}
     parts = [f"{sim['status']}", f"{sim['run']['date']}, {sim['run'].get('simulator')}"]
     if sim.get("max_abs_error") is not None:
-        parts.append(f"max error {sim['max_abs_error']:.3g}")
+        parts.append(_error(sim))
+    found = simulated_clusters(sim)
+    if found and found[1] > found[0]:
+        parts.append(f"simulated {found[0]} of {found[1]} clusters (the rest through cluster launch control; "
+                     "the checkers saw only those)")
     checkers = [f"{t} {tools[t]['verdict'] if t in tools else 'not run'}" for t in ("synccheck", "racecheck")]
     if checkers:
         parts.append(", ".join(checkers))
@@ -235,14 +250,14 @@ def stress(row: dict[str, Any]) -> str:
 
 def markdown(table_rows: list[dict[str, Any]]) -> str:
     """The matrix as a Markdown table."""
-    head = ("| chapter | kernel | tier | max abs error | time | % of peak | sanitizer | run |\n"
+    head = ("| chapter | kernel | tier | max error | time | % of peak | sanitizer | run |\n"
             "|---|---|---|---|---|---|---|---|\n")
     lines = []
     for r in table_rows:
         check = r["check"]
         err = "—"
-        if check and check.get("max_abs_error") is not None:
-            err = f"{check['max_abs_error']:.3g}"
+        if check and (check.get("max_abs_error") is not None or check.get("max_error_over_allowed") is not None):
+            err = _error(check)
         t, pct = _time(r["perf"])
         src = check or r["perf"]
         run = f"{src['run']['date']}, {src['run']['gpu']}" if src else "—"
@@ -286,17 +301,21 @@ def _on_gpu(row: dict[str, Any], arch: str) -> str:
         return "no build"
     e = row["by_arch"].get(arch)
     if _launched(e):
-        parts = [f"{e['status']} on {e['run']['gpu'].replace('NVIDIA ', '')}, {e['run']['date']}"]
-        if e.get("max_abs_error") is not None:
-            parts.append(f"max error {e['max_abs_error']:.3g}")
+        parts = [f"{e['status']} on {_gpu(e['run']['gpu'])}, {e['run']['date']}"]
+        if e.get("max_abs_error") is not None or e.get("max_error_over_allowed") is not None:
+            parts.append(_error(e))
         parts.append(_sanitizer_short(e))
         return ", ".join(p for p in parts if p)
     perf = row.get("perf")
     if timed(row) and perf["run"]["arch"] == arch:
-        oc, at = timed_check(row), f"{perf['run']['gpu'].replace('NVIDIA ', '')}, {perf['run']['date']}"
+        oc, at = timed_check(row), f"{_gpu(perf['run']['gpu'])}, {perf['run']['date']}"
         if not oc:
             return f"timed on {at}, not compared"
-        err = f", max error {oc['max_abs_error']:.3g}" if oc.get("max_abs_error") is not None else ""
+        err = ""
+        if oc.get("max_error_over_allowed") is not None:
+            err = f", {_allowance(oc['max_error_over_allowed'])}"
+        elif oc.get("max_abs_error") is not None:
+            err = f", max abs error {oc['max_abs_error']:.3g}"
         return f"timed on {at}, output {'matched' if oc.get('passed') else 'WRONG'} at the timed shape{err}"
     return "never run"
 
@@ -369,3 +388,10 @@ def never_run_list(table_rows: list[dict[str, Any]], chapters_dir: Path | str | 
             r = rs[0]
             lines.append(f"- {chapter_ref(r['chapter'], chapters_dir)}: {_kernel(r, set())} ({tier(r)})")
     return "\n".join(lines)
+
+
+def kernel_archs(table_rows: list[dict[str, Any]]) -> list[tuple[str, tuple[str, ...]]]:
+    """(name, archs it was built for) of each kernel of the rows (`kernels`): what a page's
+    Runs-on badge counts, kernel for kernel the count of the opening box (`counts`)."""
+    return [((rs[0].get("build") or {}).get("name", rs[0]["name"]),
+             tuple((rs[0].get("build") or {}).get("runs_on") or rs[0].get("runs_on") or ())) for rs in kernels(table_rows)]

@@ -82,14 +82,18 @@ def run_case(case_dir: Path, timing: bool = True, stress: bool = True) -> dict[s
             outcome = run_and_compare(launcher, data["args"], meta["outputs"], data["expected"],
                                       meta["tolerances"], stress=n_stress, variants=variants)
         except CheckError as err:
-            rec.update(status="failed", message=str(err))
+            rec.update(status="failed", message=str(err), tolerances=[list(t) for t in meta["tolerances"]])
             if err.stress is not None:
                 rec["stress"] = err.stress
             if meta.get("expect") == "fail" and (meta.get("expect_message") or "") in str(err):
                 rec["status"] = "failed as expected"
             return rec
+        # the error as a fraction of the whole allowance (atol + rtol |ref|, elementwise), and
+        # the allowance itself, so that a reader never weighs the absolute error against atol alone
         rec.update(status="passed", max_abs_error=outcome.max_abs_error,
-                   max_rel_error=outcome.max_rel_error)
+                   max_rel_error=outcome.max_rel_error,
+                   max_error_over_allowed=outcome.max_error_over_allowed,
+                   tolerances=[list(t) for t in meta["tolerances"]])
         if outcome.stress is not None:
             rec["stress"] = outcome.stress
         if meta.get("expect") == "fail":

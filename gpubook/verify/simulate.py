@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -152,13 +153,13 @@ def judge(meta: dict[str, Any], tools: dict[str, Any], expected: list[Any],
             errors.append("numbers: NumSim wrote no outputs")
         else:
             rec["output_digest"] = output_digest(actual)
-            abs_err = rel_err = 0.0
+            abs_err = rel_err = frac = 0.0
             try:
                 for k, name in enumerate(actual):
                     rtol, atol = meta["tolerances"][k]
-                    a, r = compare(name, from_bytes(params.get(name), actual[name]), expected[k], rtol, atol)
-                    abs_err, rel_err = max(abs_err, a), max(rel_err, r)
-                rec.update(max_abs_error=abs_err, max_rel_error=rel_err)
+                    a, r, f = compare(name, from_bytes(params.get(name), actual[name]), expected[k], rtol, atol)
+                    abs_err, rel_err, frac = max(abs_err, a), max(rel_err, r), max(frac, f)
+                rec.update(max_abs_error=abs_err, max_rel_error=rel_err, max_error_over_allowed=frac)
                 rec["tools"]["numbers"]["verdict"] = "match"
             except CheckError as err:
                 problems.append(f"numbers: {str(err).splitlines()[0]}")
@@ -184,6 +185,30 @@ def judge(meta: dict[str, Any], tools: dict[str, Any], expected: list[Any],
     else:
         rec.update(status="simulated", message=None)
     return rec
+
+
+def launch_clusters(meta: dict[str, Any]) -> int | None:
+    """The clusters of a case's launch (a CTA outside a cluster is a cluster of one), from the
+    build's launch facts ('grid 608 · block 128 · cluster 2'); None when it has not one launch."""
+    import re
+
+    launches = (meta.get("facts") or {}).get("launch") or []
+    if len(launches) != 1:
+        return None
+    dims = {k: re.search(rf"{k} ([\d×]+)", launches[0]) for k in ("grid", "cluster")}
+    if dims["grid"] is None:
+        return None
+    size = {k: math.prod(int(x) for x in m.group(1).split("×")) if m else 1 for k, m in dims.items()}
+    return size["grid"] // size["cluster"]
+
+
+def coverage(meta: dict[str, Any]) -> dict[str, Any]:
+    """What part of the launch a simulation with `resident` clusters ran: {"partial": bool,
+    "clusters": N, "of": M} (M None where the launch could not be read). The clusters past
+    the first N never start; the tiles they would have taken reach the output only through
+    cluster launch control, which the comparison of every output then checks."""
+    n, total = int(meta["resident"]), launch_clusters(meta)
+    return {"partial": total is None or n < total, "clusters": min(n, total) if total else n, "of": total}
 
 
 def output_digest(actual: dict[str, Any]) -> str:
@@ -252,6 +277,7 @@ def simulate_case(case_dir: Path, tools: tuple[str, ...] = TOOLS, timeout: float
         rec["simulator"] = report.get("simulator")
         if meta.get("resident") is not None:
             rec["resident"] = meta["resident"]
+            rec["coverage"] = coverage(meta)
         rec["seconds"] = round(time.time() - t0, 1)
         return rec
     finally:
@@ -303,12 +329,14 @@ def simulator_version(python: str | None = None) -> str | None:
 
 def summary_table(cases: list[dict[str, Any]]) -> str:
     """A plain-text table of the run: one line per case with each tool's verdict."""
-    rows = [("case", "status", "numbers", "synccheck", "racecheck", "max abs err", "s")]
+    rows = [("case", "status", "numbers", "synccheck", "racecheck", "max abs err", "of allowance", "clusters", "s")]
     for c in cases:
         t = c.get("tools", {})
-        err = c.get("max_abs_error")
+        err, frac, cov = c.get("max_abs_error"), c.get("max_error_over_allowed"), c.get("coverage") or {}
         rows.append((c["case"], c["status"], *(t.get(k, {}).get("verdict", "-") for k in TOOLS),
-                     "-" if err is None else f"{err:.3g}", str(c.get("seconds", "-"))))
+                     "-" if err is None else f"{err:.3g}", "-" if frac is None else f"{100 * frac:.0f}%",
+                     f"{cov['clusters']} of {cov['of'] or '?'}" if cov.get("partial") else "all",
+                     str(c.get("seconds", "-"))))
     widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(str(v).ljust(w) for v, w in zip(r, widths)) for r in rows)
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from .describe import describe_error
+
 # What a results record copies from its case.
 # case_digest and toolchain: what else the record is a record of (gpubook.run.record.case_digest)
 CASE_KEYS = ("case", "chapter", "name", "kind", "runs_on", "fingerprint", "case_digest", "toolchain")
@@ -133,8 +135,8 @@ def judge_race(meta: dict[str, Any], rec: dict[str, Any], racecheck: str | None,
     res["expect"] = "race"
     pattern = meta.get("expect_message")
     compared = rec.get("status")
-    if compared == "passed" and rec.get("max_abs_error") is not None:
-        compared += f", max abs error {rec['max_abs_error']:.3g}"
+    if compared == "passed" and (rec.get("max_abs_error") is not None or rec.get("max_error_over_allowed") is not None):
+        compared += f", {describe_error(rec, rec.get('tolerances'))}"
     elif compared == "failed":
         compared += ": " + ((rec.get("message") or "").strip().splitlines() or [""])[0][:200]
     compared = f"comparison of one launch: {compared}"
