@@ -173,7 +173,8 @@ class Timing:
             return "\n".join([lead] + shown[1:] + [f"  {here}"])
         parts = [f"MEASURED {self.name} on {a_gpu(self.gpu or 'a GPU')}: {self.ms * 1e3:.1f} µs"]
         if self.samples:
-            parts[0] += f" (median of {len(self.samples)}, {self.flush} flush)"
+            procs = f" in {len(self.reps)} processes" if len(self.reps) > 1 else ""
+            parts[0] += f" (median of {len(self.samples)}{procs}, {self.flush} flush)"
         else:
             parts[0] += f" ({self.flush} flush)"
         if self.bandwidth:
@@ -188,7 +189,13 @@ class Timing:
                                                 for b, ms in self.baselines.items()))
         elif self.baseline_ms:
             parts.append(f"PyTorch {self.baseline_ms * 1e3:.1f} µs")
-        if self.baseline_ms and self.within_noise():
+        if self.samples and len(self.samples) == len(self.baseline_samples) > 1:
+            from ..facts.stats import compare
+
+            c = compare(self.samples, self.baseline_samples, self.reps or None)
+            word = {"parity": "at parity", "faster": "faster", "slower": "slower"}[c.verdict]
+            parts.append(f"{c.times()} the first baseline's speed, paired in one loop: {word}")
+        elif self.baseline_ms and self.within_noise():
             parts.append("parity: the gap is within the baseline's own spread")
         lines = [" · ".join(parts)]
         if self.output_check:
