@@ -1,5 +1,5 @@
-"""`static.wgmma_async`: the SASS of a wgmma kernel keeps one WARPGROUP.ARRIVE per wgmma.fence and
-one WARPGROUP.DEPBAR per wgmma.wait_group, which ptxas breaks when it serializes the MMAs."""
+"""`static.wgmma_async`: the SASS of a wgmma kernel keeps one WARPGROUP.DEPBAR per wgmma.wait_group
+(and an ARRIVE per wgmma.fence at least), which ptxas breaks when it serializes the MMAs."""
 
 from types import SimpleNamespace
 
@@ -47,6 +47,12 @@ def test_serialized_wgmma_is_refused_with_both_counts():
     k = SimpleNamespace(name="serial", ptx=PTX, sass=SERIAL)
     with pytest.raises(AssertionError, match=r"serial.*'ARRIVE': 3, 'DEPBAR': 5.*'ARRIVE': 2, 'DEPBAR': 2"):
         static.wgmma_async(k)
+
+
+def test_an_arrive_added_without_a_wait_is_not_serialization():
+    extra = ASYNC.replace("WARPGROUP.ARRIVE", "WARPGROUP.ARRIVE ;\n        /*ffff*/ WARPGROUP.ARRIVE", 1)
+    k = SimpleNamespace(name="k", ptx=PTX, sass=extra)
+    assert static.wgmma_async(k) == {"ARRIVE": 3, "DEPBAR": 2}
 
 
 def test_a_kernel_without_wgmma_proves_nothing():
