@@ -16,3 +16,8 @@ def test_every_cell_names_its_kernel_and_the_causal_row_has_figures():
     assert "FA4 in TIRx" in full and "FA4 in CuTe DSL" in full and "GQA" in full and "paper" in full
     assert "1,266" in causal and "1,267" in causal
     assert "f495258" in published.TIRX_KERNELS and "0251105a" in published.FLASH_ATTENTION
+
+
+def test_the_fa3_figure_is_the_papers_d128_row_not_its_headline():
+    assert "head dim 128" in published.FA3_PAPER and "no mask" in published.FA3_PAPER
+    assert 640 <= published.FA3_PAPER_D128_TFLOPS <= 650 < published.FA3_PAPER_UP_TO_TFLOPS == 740

@@ -18,6 +18,15 @@ FA4_PAPER = ("FlashAttention-4, arXiv 2603.05451: forward pass up to 1613 TFLOP/
 FA4_PAPER_TFLOPS = 1613.0
 FLASH_ATTENTION = "Dao-AILab/flash-attention, commit 0251105a2fb19d2957484b7f023cd8c115286ced"
 
+# FlashAttention-3 (Shah et al., arXiv 2407.08608), figure 5: forward pass, FP16/BF16, on an H100
+# 80GB SXM5, batch · length = 16k and heads · head dim = 2048. At head dim 128 without a mask its
+# rate rises with the length to 648 TFLOP/s at 16k; the abstract's "up to 740 TFLOPs/s" is its
+# head dim 256 figure, not a d = 128 one.
+FA3_PAPER = ("FlashAttention-3, arXiv 2407.08608, figure 5: forward, FP16/BF16, H100 80GB SXM5, "
+             "head dim 128, no mask, sequence length 16k")
+FA3_PAPER_D128_TFLOPS = 648.0
+FA3_PAPER_UP_TO_TFLOPS = 740.0     # the abstract's figure, at head dim 256
+
 
 @dataclass(frozen=True)
 class Figure:

@@ -1,5 +1,6 @@
-"""Static facts of a built GEMM kernel that the ladder's chapters assert: PTX counts, proxy fences
-before operand reuse, TMEM columns, register exchanges, the script's fingerprint."""
+"""Static facts of a built kernel that the chapters assert: PTX counts, proxy fences before
+operand reuse, TMEM columns, register exchanges, `wgmma` left asynchronous by ptxas, the
+script's fingerprint."""
 
 from __future__ import annotations
 
@@ -107,6 +108,30 @@ def setmaxnreg_values(ptx: str) -> dict[str, list[int]]:
     for kind, n in re.findall(r"setmaxnreg\.(dec|inc)\.sync\.aligned\.u32\s+(\d+)", ptx):
         out[kind].append(int(n))
     return out
+
+
+WGMMA_SYNC = (("ARRIVE", r"wgmma\.fence\b"), ("DEPBAR", r"wgmma\.wait_group\b"))
+
+
+def wgmma_async(kernel: Any) -> dict[str, int]:
+    """{'ARRIVE': n, 'DEPBAR': m}: the WARPGROUP.ARRIVE and WARPGROUP.DEPBAR of the kernel's SASS,
+    after asserting that ptxas left its `wgmma` asynchronous. Where ptxas cannot prove which
+    registers the MMAs in flight touch, it serializes every `wgmma` of the kernel ("Potential
+    Performance Loss: wgmma.mma_async instructions are serialized"): it waits for each HGMMA
+    on its own, a DEPBAR after each. So the SASS must hold exactly one DEPBAR per
+    `wgmma.wait_group` of the PTX, and at least one ARRIVE per `wgmma.fence` (ptxas may add an
+    ARRIVE where it duplicates a path, which costs no wait). Raises AssertionError naming both
+    counts."""
+    from ..compile.report import ptx_instructions, sass_instructions
+
+    ptx = ptx_instructions(kernel.ptx)
+    sass = sass_instructions(kernel.sass)
+    found = {op: sum(1 for ins in sass if ins.startswith(f"WARPGROUP.{op}")) for op, _ in WGMMA_SYNC}
+    asked = {op: sum(1 for ins in ptx if re.match(rx, ins)) for op, rx in WGMMA_SYNC}
+    if not asked["ARRIVE"] or found["DEPBAR"] != asked["DEPBAR"] or found["ARRIVE"] < asked["ARRIVE"]:
+        raise AssertionError(f"{getattr(kernel, 'name', 'kernel')}: wgmma serialized by ptxas? SASS WARPGROUP "
+                             f"{found} against the PTX's wgmma.fence/wait_group {asked}")
+    return found
 
 
 def fingerprint(func: Any) -> str:
