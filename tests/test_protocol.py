@@ -228,3 +228,13 @@ def test_kernels_of_other_shapes_in_one_loop_get_inputs_and_baselines_of_their_o
     assert seen == [["small", "baseline:add#0", "large", "large2", "baseline:add#1"]]
     assert recs["small"]["baselines_samples"] == {"add": [1.0, 1.0]}
     assert recs["large"]["baselines_samples"] == recs["large2"]["baselines_samples"] == {"add": [4.0, 4.0]}
+
+
+def test_a_parity_claim_is_refused_by_a_table_that_shows_a_larger_gap():
+    lad = Ladder({"b": _timing("b", 1.0, seed=2), "c": _timing("c", 1.0, seed=3)})
+    assert lad.than("b", "c").startswith("at parity")
+    rows = [lad.row("b"), lad.row("c")]
+    assert lad.audit(rows) == 1
+    wider = stats.Interval(rows[0]["rate"].median * 1.05, rows[0]["rate"].lo * 1.05, rows[0]["rate"].hi * 1.05)
+    with pytest.raises(ClaimError, match="called at parity"):
+        lad.audit([dict(rows[0], rate=wider), rows[1]])

@@ -32,6 +32,7 @@ class Claim:
     kind: str  # "faster", "slower", "parity" (a against b) or "fastest" (a among names)
     a: str
     b: str | tuple[str, ...]
+    spread: float = 0.0  # for parity: the ± per cent the sentence allows
 
 
 def _owned(name: str, kernel: str) -> str:
@@ -114,7 +115,7 @@ class Ladder:
         c = self.compare(a, b)
         if c is None:
             return "not compared yet (not timed in one loop) with"
-        self.claims.append(Claim(c.verdict, a, _owned(b, a)))
+        self.claims.append(Claim(c.verdict, a, _owned(b, a), c.spread()))
         return c.phrase()
 
     def times(self, a: str, b: str) -> str:
@@ -128,7 +129,7 @@ class Ladder:
         c = self.compare(a, b)
         if c is None or c.verdict != verdict:
             return False
-        self.claims.append(Claim(verdict, a, _owned(b, a)))
+        self.claims.append(Claim(verdict, a, _owned(b, a), c.spread()))
         return True
 
     def fastest(self, names: Sequence[str]) -> str | None:
@@ -159,8 +160,8 @@ class Ladder:
 
     def audit(self, table: Sequence[dict[str, Any] | None]) -> int:
         """Check every claim against the rows of a table (from `row`): a kernel claimed faster
-        than another must show the higher median rate and a ratio above 1, one claimed at parity
-        must not show intervals that exclude each other, and the kernel called fastest must have
+        than another must show the higher median rate, one claimed at parity (±x %) must not show
+        medians further apart than x % (and half a per cent of rounding), and the kernel called fastest must have
         the highest rate of the rows it was chosen among. Returns how many claims it checked;
         raises ClaimError on the first that the table contradicts, or that names a kernel
         missing from the table."""
@@ -183,7 +184,8 @@ class Ladder:
             if c.kind == "slower" and not ra.median < rb.median:
                 raise ClaimError(f"{c.a} is called slower than {c.b}, but the table shows "
                                  f"{ra.median / self.scale:.0f} against {rb.median / self.scale:.0f} {self.unit}")
-            if c.kind == "parity" and (ra.lo > rb.hi or rb.lo > ra.hi):
-                raise ClaimError(f"{c.a} is called at parity with {c.b}, but their intervals in the "
-                                 f"table do not overlap")
+            gap = 100 * abs(ra.median / rb.median - 1)
+            if c.kind == "parity" and gap > c.spread + 0.5:   # half a per cent: the table's rounding
+                raise ClaimError(f"{c.a} is called at parity (±{c.spread:.1f} %) with {c.b}, but the table "
+                                 f"shows a gap of {gap:.1f} %")
         return len(self.claims)
