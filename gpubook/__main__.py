@@ -1,5 +1,5 @@
 """Command line: `python -m gpubook export OUT`, `export-selftest OUT`, `replay OUT`, `simulate OUT`,
-`pack-runtime OUT`, `manifest FOLDER`, `promotion`."""
+`pack-runtime OUT`, `manifest FOLDER`, `promotion`, `build-budget`."""
 
 from __future__ import annotations
 
@@ -56,6 +56,15 @@ def main(argv: list[str] | None = None) -> int:
     mf.add_argument("folder", type=Path)
     mf.add_argument("--execute", nargs="*", type=Path, default=None, metavar="CHAPTER",
                     help="first execute these chapter files (none named: all) recording into FOLDER")
+    bb = sub.add_parser("build-budget", help="play the recorded chapter times (chapters/_build_times.json) "
+                        "out on N cores, largest first as the book build reads them, and compare with the budget")
+    bb.add_argument("--record", type=Path, default=None, help="default chapters/_build_times.json")
+    bb.add_argument("--cores", type=int, default=2, help="reading processes (default 2)")
+    bb.add_argument("--budget", type=float, default=480.0, help="seconds (default 480)")
+    bb.add_argument("--overhead", type=float, default=None,
+                    help="seconds of the build outside the chapters (default: the record's, measured by "
+                    "the last build that executed every page; 0 where none did)")
+    bb.add_argument("--report", action="store_true", help="print the verdict and exit 0 whatever it is")
     lc = sub.add_parser("replay-ladder", help=argparse.SUPPRESS)
     lc.add_argument("cases", nargs="+")
     lc.add_argument("--json", required=True)
@@ -106,6 +115,12 @@ def main(argv: list[str] | None = None) -> int:
         from .verify.manifest import main as manifest_main
 
         return manifest_main(args.folder, args.execute is not None, args.execute or ())
+    if args.cmd == "build-budget":
+        from .book import budget
+        from .facts.paths import CHAPTERS, REPO
+
+        return budget.main(args.record or REPO / budget.RECORD, CHAPTERS, args.cores, args.budget,
+                           args.overhead, args.report)
     if args.cmd == "replay-ladder":
         from .verify.replay import main_ladder
 

@@ -108,7 +108,7 @@ def _build_book(base: Path) -> dict:
         env[export.EXPORT_ENV] = str(export_dir)
         env[export.EXPORT_ONLY_ENV] = "^(" + "|".join(re.escape(c["case"]) for c in sample) + ")$"
     # -j auto: chapters execute in one process per core (myst-nb and gpubook's extension are
-    # parallel-read safe), the largest first (gpubook.book.sphinxext.longest_first).
+    # parallel-read safe), the longest first by the recorded build times (gpubook.book.budget).
     cmd = [sys.executable, "-m", "sphinx", "-W", "-j", "auto", "-b", "html", "-d", str(base / "doctrees"),
            str(ROOT), str(html)]
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True)

@@ -111,16 +111,17 @@ def test_a_kernel_repeated_in_a_check_counts_once() -> None:
 
 
 def test_parallel_reading_takes_one_page_per_task_largest_first(tmp_path):
+    """With no recorded build times, the largest sources first (gpubook.book.budget)."""
     from sphinx.util.parallel import make_chunks as sphinx_chunks
 
-    from gpubook.book.sphinxext import longest_first
+    from gpubook.book import budget
 
     (tmp_path / "chapters").mkdir()
     sizes = {"chapters/01-a": 10, "chapters/02-b": 500, "chapters/03-c": 40, "chapters/11B-d": 900, "index": 5}
     for name, n in sizes.items():
         (tmp_path / f"{name}.md").write_text("x" * n)
     names = sorted(sizes)
-    chunks = longest_first(tmp_path)(names, 2)
+    chunks = budget.one_page_per_task(budget.reading_order(names, {}, budget.source_size(tmp_path)), 2)
     assert chunks == [["chapters/11B-d"], ["chapters/02-b"], ["chapters/03-c"], ["chapters/01-a"], ["index"]]
     # Sphinx's own split would put the two largest pages into the same process
     many = [f"chapters/{i:02d}" for i in range(18)]

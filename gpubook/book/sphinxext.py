@@ -20,17 +20,22 @@ from __future__ import annotations
 
 import html
 import json
+import os
 import re
 import shutil
+import time
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+import sphinx.builders
 from docutils import nodes
 from sphinx.application import Sphinx
 from sphinx.util import logging
 
 from ..verify.describe import MATRIX_PAGE
+from . import budget
 
 logger = logging.getLogger(__name__)
 
@@ -298,26 +303,64 @@ def on_build_finished(app: Sphinx, exc: Exception | None) -> None:
             shutil.copyfile(nb, out / nb.name)
 
 
-def longest_first(srcdir: Path) -> Any:
-    """Sphinx's parallel reader, one page per task and the largest sources first.
+# -- build times: the reading order, and each executed chapter's seconds (gpubook.book.budget) --
+_BUILD: dict[str, Any] = {}
 
-    Sphinx hands each reading process a run of consecutive page names (nine pages each of two
-    on two cores), so the pages that execute longest, which sort together (chapters 10 to 11B,
-    appendix D), end up in one process while the other idles. One page per task, in decreasing
-    order of source size (a fair proxy for execution time: the largest chapters build and
-    check the most kernels), keeps every core busy until the last pages."""
 
-    def size(docname: str) -> int:
-        for suffix in (".md", ".rst", ".ipynb"):
-            f = srcdir / f"{docname}{suffix}"
-            if f.is_file():
-                return f.stat().st_size
-        return 0
+def record_path(app: Sphinx) -> Path:
+    return Path(app.srcdir) / app.config.gpubook_build_times
 
-    def make_chunks(arguments: Any, nproc: int, maxbatch: int = 10) -> list[list[str]]:
-        return [[d] for d in sorted(arguments, key=lambda d: (-size(d), d))]
 
-    return make_chunks
+def on_builder_inited(app: Sphinx) -> None:
+    _BUILD.clear()
+    _BUILD.update(began=budget.process_start(), utc=datetime.now(timezone.utc).replace(tzinfo=None),
+                  afresh=budget.kernels_afresh(os.environ))
+
+
+def order_reading(app: Sphinx, env: Any, docnames: list[str]) -> None:
+    """Hand the readers the recorded chapters longest first, pages of no record before them."""
+    record = budget.load(record_path(app))
+    docnames[:] = budget.reading_order(docnames, record.chapters if record else {},
+                                       budget.source_size(Path(app.srcdir)))
+    _BUILD.update(read=list(docnames), read_from=time.time())
+
+
+def on_env_updated(app: Sphinx, env: Any) -> None:
+    """Note the seconds of the pages myst-nb executed in this build. A page served from its
+    cache reports the time of the run that filled the cache, so in cache mode a page counts
+    only when its cache record was made during this build."""
+    if "read" not in _BUILD:
+        return
+    from myst_nb.sphinx_ import NbMetadataCollector
+
+    _BUILD["read_until"] = time.time()
+    ran = budget.succeeded({d: NbMetadataCollector.get_exec_data(env, d) for d in _BUILD["read"]})
+    fresh = set(ran)
+    if app.config.nb_execution_mode == "cache":
+        from jupyter_cache import get_cache
+
+        records = get_cache(app.config.nb_execution_cache_path or ".jupyter_cache").list_cache_records()
+        made = budget.made_since(((r.uri, r.created) for r in records), _BUILD["utc"])
+        fresh = {d for d in ran if str(Path(env.doc2path(d)).absolute()) in made}
+    _BUILD["executed"], _BUILD["cached"] = {d: ran[d] for d in fresh}, len(ran) - len(fresh)
+
+
+def record_build_times(app: Sphinx, exc: Exception | None) -> None:
+    """Write the seconds of the chapters this build executed, its kernels compiled afresh, into
+    the record; a build that executed every page records what it spent outside the reading."""
+    if not _BUILD.get("executed"):
+        return
+    if not _BUILD["afresh"]:
+        logger.info("build times: not recorded (kernels read from a warm build cache)")
+        return
+    path, full = record_path(app), None
+    if exc is None and not _BUILD["cached"] and set(_BUILD["read"]) == set(app.env.found_docs):
+        reading = _BUILD["read_until"] - _BUILD["read_from"]
+        full = (time.time() - _BUILD["began"] - reading, reading, app.parallel)
+    times = budget.updated(budget.load(path), _BUILD["executed"], app.env.found_docs, full)
+    if budget.write(path, times):
+        n = len(_BUILD["executed"])
+        logger.info(f"build times: {n} chapter time{'s' * (n != 1)} written to {path.name}")
 
 
 def open_execution_cache(app: Sphinx) -> None:
@@ -334,16 +377,21 @@ def open_execution_cache(app: Sphinx) -> None:
 
 
 def setup(app: Sphinx) -> dict[str, Any]:
-    import sphinx.builders
-
-    sphinx.builders.make_chunks = longest_first(Path(app.srcdir))
+    # The readers take one page at a time, in the order `order_reading` gives.
+    sphinx.builders.make_chunks = budget.one_page_per_task
+    sphinx.builders.ParallelTasks = budget.InOrderTasks
     from ..run.jupyter import quiet_kernels
 
     quiet_kernels()
     app.add_config_value("gpubook_notebooks", "notebooks", "html")
     # conf.py sets it to a digest of results/ and gpubook/: a change re-reads (re-executes) every page
     app.add_config_value("gpubook_inputs_digest", "", "env")
+    app.add_config_value("gpubook_build_times", budget.RECORD, "")
     app.connect("builder-inited", open_execution_cache)
+    app.connect("builder-inited", on_builder_inited)
+    app.connect("env-before-read-docs", order_reading)
+    app.connect("env-updated", on_env_updated)
+    app.connect("build-finished", record_build_times, priority=900)
     app.connect("doctree-resolved", on_doctree_resolved)
     app.connect("html-page-context", on_html_page_context)
     app.connect("build-finished", on_build_finished)
