@@ -7,7 +7,6 @@ import random
 import subprocess
 
 import pytest
-import torch
 
 import gpubook as gb
 from gpubook.book.timings import ClaimError, Ladder

@@ -10,10 +10,8 @@ from gpubook.run import bench
 needs_gpu = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 
 
-@needs_gpu
-def test_host_work_before_a_launch_is_not_timed():
-    """A wrapper that spends 200 µs on the host before it launches times like the bare launch:
-    the spin keeps the GPU busy until the launch is queued."""
+def _bare_and_wrapped():
+    """A 2048³ bf16 matmul launched bare, and through a wrapper that first spends 200 µs on the host."""
     import time
 
     a = torch.randn(2048, 2048, device="cuda", dtype=torch.bfloat16)
@@ -22,12 +20,20 @@ def test_host_work_before_a_launch_is_not_timed():
     def bare():
         torch.matmul(a, a, out=out)
 
-    def slow_wrapper():
+    def wrapped():
         t = time.perf_counter()
         while time.perf_counter() - t < 200e-6:
             pass
         torch.matmul(a, a, out=out)
 
+    return bare, wrapped
+
+
+@needs_gpu
+def test_host_work_before_a_launch_is_not_timed():
+    """A wrapper that spends 200 µs on the host before it launches times like the bare launch:
+    the spin keeps the GPU busy until the launch is queued."""
+    bare, slow_wrapper = _bare_and_wrapped()
     report = {}
     times = bench.time_interleaved({"bare": bare, "wrapped": slow_wrapper}, warmup=5, repeat=60, report=report)
     c = stats.compare(times["bare"], times["wrapped"])
@@ -62,24 +68,11 @@ def test_without_the_spin_the_wrappers_host_time_is_timed(monkeypatch):
     """The same pair with the spin taken out: the GPU reaches the start event while the host is
     still in the wrapper, and the wrapper's time lands inside the interval. This is what the
     spin prevents, and why the test above can fail."""
-    import time
-
     from gpubook.run import timer
 
     monkeypatch.setattr(timer.Spin, "__call__", lambda self: None)
     monkeypatch.setattr(timer.Spin, "longer", lambda self: False)
-    a = torch.randn(2048, 2048, device="cuda", dtype=torch.bfloat16)
-    out = torch.empty_like(a)
-
-    def bare():
-        torch.matmul(a, a, out=out)
-
-    def slow_wrapper():
-        t = time.perf_counter()
-        while time.perf_counter() - t < 200e-6:
-            pass
-        torch.matmul(a, a, out=out)
-
+    bare, slow_wrapper = _bare_and_wrapped()
     report = {}
     times = bench.time_interleaved({"bare": bare, "wrapped": slow_wrapper}, warmup=5, repeat=60, report=report)
     c = stats.compare(times["bare"], times["wrapped"])

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 from . import record
 from . import runtime
 from .baselines import BASELINES, baseline_names  # noqa: F401  (re-exported)
-from ..facts.hardware import GPUS, PEAK_LABELS, gpu_for, peak_kind
+from ..facts.hardware import PEAK_LABELS, gpu_for, peak_kind
 from .inputs import FP8_DTYPES, flop_dtype, random_args  # noqa: F401 - the timed cases' inputs
 from .timer import (  # noqa: F401 - the timing loop, where chapters and appendix B look it up
     FLUSH_BYTES, FLUSHES, flusher, time_fn, time_interleaved, time_samples)
