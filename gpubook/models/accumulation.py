@@ -167,6 +167,10 @@ def describe(doc: dict[str, Any] | None, model: dict[str, dict[str, list[float]]
     fast, mod = at(ser.get("fast"), k1), at(model.get("no promotion"), k1)
     versus = (f"; fast accumulation's error at K = {k1} is {fast / mod:.2g}× the model's"
               if fast and mod else "")
+    if fast and mod and fast > 3 * mod:  # the hardware keeps fewer bits than the model gives it
+        versus += (". The GPU loses more than a 14-bit accumulator would: the model is a lower bound "
+                   "on what fast accumulation costs, and what the two agree on is the shape, an "
+                   "error that grows with K without promotion and stays flat with it")
     skipped = "".join(f" ({n} could not run: {why})" for n, why in doc.get("skipped", {}).items())
     sentence = (f"On the {gpu} ({run['date']}) the largest relative errors were: "
                 + "; ".join(parts) + versus + "." + skipped)
