@@ -237,3 +237,12 @@ def test_a_parity_claim_is_refused_by_a_table_that_shows_a_larger_gap():
     wider = stats.Interval(rows[0]["rate"].median * 1.05, rows[0]["rate"].lo * 1.05, rows[0]["rate"].hi * 1.05)
     with pytest.raises(ClaimError, match="called at parity"):
         lad.audit([dict(rows[0], rate=wider), rows[1]])
+
+
+def test_a_kernel_timed_here_compares_with_its_own_baselines_but_not_with_another_kernel():
+    """A notebook on a GPU times each kernel in a loop of its own with its baselines: the pair
+    of a kernel and its baseline is one loop, two kernels are not."""
+    a, b = _timing("a", 0.8, run=None, seed=1), _timing("b", 1.0, run=None, seed=2)
+    lad = Ladder({"a": a, "b": b})
+    assert lad.compare("a", "baseline:cudnn") is not None
+    assert lad.compare("a", "b") is None and lad.than("a", "b").startswith("not compared")

@@ -103,7 +103,10 @@ class Ladder:
     def compare(self, a: str, b: str) -> Comparison | None:
         """A against B, or None unless both were timed in the same loop."""
         sa, sb = self._samples(a, near=b), self._samples(b, near=a)
-        if not (sa and sb) or sa[2].ladder_run is None or sa[2].ladder_run != sb[2].ladder_run:
+        if not (sa and sb):
+            return None
+        # one loop: a kernel and a baseline of its own record, or two records of one ladder run
+        if sa[2] is not sb[2] and (sa[2].ladder_run is None or sa[2].ladder_run != sb[2].ladder_run):
             return None
         if len(sa[0]) != len(sb[0]):
             return None
