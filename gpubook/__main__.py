@@ -25,8 +25,8 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument("--only", default=None, help="regex on case names")
     r.add_argument("--jobs", type=int, default=1,
                    help="check cases run this many at a time (timed cases always one at a time)")
-    r.add_argument("--repeats", type=int, default=3,
-                   help="independent processes that each time every ladder's whole loop (at least 1)")
+    r.add_argument("--repeats", type=int, default=None,
+                   help="independent processes that each time every ladder's whole loop (default 3)")
     s = sub.add_parser("simulate", help="run the exported Blackwell-only checks on the CPU in NumSim, "
                        "with synccheck and racecheck, and write a results file")
     s.add_argument("out", type=Path)

@@ -124,9 +124,11 @@ def merge(meta: dict[str, Any], runs: Sequence[dict[str, Any] | None], ladder_ru
     base = {"ladder": meta.get("ladder"), "ladder_run": ladder_run, "ladder_members": list(members)}
     failed = [r for r in got if r.get("status") == "failed"]
     if failed or not got:
+        from .outcheck import describe
+
         check = failed[0].get("output_check") if failed else None
         return dict(base, status="failed" if failed else "error", output_check=check,
-                    message="the output check failed" if failed else "no process returned a record")
+                    message=describe(check) if failed else "no process returned a record")
     samples = [x for r in got for x in r["samples"]]
     own = list(got[0]["baselines_samples"])
     pooled = {b: [x for r in got for x in r["baselines_samples"][b]] for b in own}

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..compile.signature import Param
+from ..run.protocol import REPEATS
 from .verdicts import (  # noqa: F401 - the verdicts, where a replay's reader looks them up
     CASE_KEYS, MAX_RACE_LINES, MAX_REPORT_LINES, TRAP_ERRORS, distinct_reports, judge_race, judge_trap,
                        race_reports, sanitizer_verdict)
@@ -169,7 +170,7 @@ def _sanitize(case_dir: Path, work: Path, timeout: float,
 
 
 def replay(export_dir: Path, results: Path | None, sanitize: bool, timeout: float,
-           only: str | None = None, jobs: int = 1, repeats: int = 3) -> int:
+           only: str | None = None, jobs: int = 1, repeats: int | None = None) -> int:
     """Replay every case under export_dir/cases; write the results file; return the exit code.
 
     Check cases (and their sanitizer runs) go through `jobs` child processes at a time; timed
@@ -198,7 +199,7 @@ def replay(export_dir: Path, results: Path | None, sanitize: bool, timeout: floa
         "gpu": torch.cuda.get_device_name(0), "arch": arch,
         "date": _dt.date.today().isoformat(), "torch": torch.__version__,
         "sanitizer": list(SANITIZER_TOOLS) if sanitize else [],
-        "repeats": max(1, repeats),
+        "repeats": max(1, repeats or REPEATS),
     }
     from ..run import environment
 
@@ -259,7 +260,7 @@ def replay(export_dir: Path, results: Path | None, sanitize: bool, timeout: floa
             [sys.executable, "-m", "gpubook", "replay-ladder", "--load-only", "--json", str(work / f"{c.name}.load.json"),
              str(c)], capture_output=True, timeout=timeout), runnable))
     for group in ladders(timed):
-        for case_dir, rec in zip(group, time_ladder(group, work, timeout, max(1, repeats), run)):
+        for case_dir, rec in zip(group, time_ladder(group, work, timeout, run["repeats"], run)):
             finish(case_dir, rec)
     doc = write()
     records = doc["cases"]
