@@ -377,3 +377,49 @@ def test_one_compilation_yields_the_ptx_and_cubin_of_two(monkeypatch):
     toolchain._compiled.clear()
     ptx, cubin = toolchain.compile_both(src, gb.BLACKWELL, "nvrtc")
     assert b".visible .entry" in ptx and cubin[:4] == b"\x7fELF"
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc is not on PATH: nothing to compare NVRTC with")
+def test_nvcc_and_nvrtc_build_kernels_with_the_same_resources(monkeypatch):
+    """Both compilers are given the same ptxas options and declarations, so a kernel's registers,
+    shared memory and spills do not depend on which one a reader has: a Hopper wgmma kernel, a
+    TMA kernel (a tensor map parameter, 128-byte aligned in both programs) and a portable one."""
+    import sim_kernels
+
+    def facts(using):
+        monkeypatch.setenv("GPUBOOK_COMPILER", using)
+        toolchain.compiler.cache_clear()
+        out = []
+        for func, archs in ((kernels.wgmma_fence, (gb.HOPPER,)), (sim_kernels.make_tma_gemm(), None),
+                            (kernels.vadd_tail, None)):
+            k = gb.build(func, archs=archs)
+            assert k.compiler == using
+            out.append((k.arch, k.registers, k.static_smem, k.dynamic_smem, k.local_bytes,
+                        k.spill_instructions, k.sass_counts.get("STL", 0)))
+        return out
+
+    try:
+        assert facts("nvcc") == facts("nvrtc")
+    finally:
+        toolchain.compiler.cache_clear()
+    assert "--register-usage-level=5" in toolchain.PTXAS_FLAGS
+    assert "--ptxas-options=--register-usage-level=5" in toolchain.nvrtc_options(gb.BLACKWELL, pch=False)
+
+
+def test_a_hopper_only_kernel_is_refused_for_blackwell_as_its_first_instruction_is(compiler):
+    """The recorded reason comes from the kernel's first Hopper-only instruction assembled alone;
+    it is the first error line that assembling the whole kernel for sm_100a gives."""
+    import sys as _sys
+
+    build_mod = _sys.modules["gpubook.compile.build"]
+    k = gb.build(kernels.wgmma_fence, archs=(gb.HOPPER,))
+    probe = build_mod.hopper_refusal(k.ptx, compiler)
+    assert probe is not None
+    src = build_mod._compile(kernels.wgmma_fence, gb.BLACKWELL).mod.imports[0].inspect_source()
+    with pytest.raises(RuntimeError) as whole:
+        toolchain.compile_both(src, gb.BLACKWELL, compiler)
+    assert toolchain.first_error(str(probe)) == toolchain.first_error(str(whole.value)) \
+        == k.not_built[gb.BLACKWELL]
+    # a kernel whose first Hopper-only instruction takes operands is tried whole
+    assert build_mod.hopper_refusal("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16 {%f1}, %rd1, %rd2, 1;", compiler) is None
+    assert build_mod.hopper_refusal("add.s32 %r1, %r2, %r3;", compiler) is None

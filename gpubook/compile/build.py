@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import os
+import re
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -28,17 +29,33 @@ def target(arch: str) -> Any:
 
 def lower(func: Any, arch: str) -> tuple[Any, Any]:
     """Run the TIRx pipeline: (host IRModule, device IRModule) for `arch`."""
+    host, device, _ = _lower_and_compile(func, arch, compile=False)
+    return host, device
+
+
+def _lower_and_compile(func: Any, arch: str, compile: bool = True) -> tuple[Any, Any, Any]:
+    """(host IRModule, device IRModule, executable) for `arch` from one run of the TIRx pipeline:
+    what `tvm.compile(..., tir_pipeline="tirx")` does (tvm.tirx.build), with the lowered modules
+    kept for the static facts instead of lowering the kernel a second time for them. The
+    executable is None when `compile` is False."""
     import tvm
-    from tvm.tirx.build import split_host_device_mods
+    from tvm.runtime import Executable
+    from tvm.tirx.build import split_host_device_mods, tir_to_runtime
 
     tgt = target(arch)
+    host_target = tvm.target.Target("llvm")
     mod = tvm.IRModule({"main": func})
-    with tgt:
-        mod = tvm.tirx.transform.BindTarget(tgt.with_host("llvm"))(mod)
-        pipeline, _, _ = tvm.tirx.get_tir_pipeline("tirx")
-        mod = pipeline(mod)
+    mod = tvm.tirx.transform.BindTarget(tgt.with_host(host_target))(mod)
+    pipeline, finalize_host, finalize_device = tvm.tirx.get_tir_pipeline("tirx")
+    mod = pipeline(mod)
     host, devices = split_host_device_mods(mod)
-    return host, next(iter(devices.values()))
+    device = next(iter(devices.values()))
+    if not compile:
+        return host, device, None
+    toolchain.install_tvm_callback()
+    lib = tir_to_runtime(finalize_host()(host), {t: finalize_device()(d) for t, d in devices.items()},
+                         host_target)
+    return host, device, Executable(lib)
 
 
 @dataclass
@@ -209,8 +226,8 @@ def _build(func: Any, name: str, highlight: tuple[str, ...], archs: tuple[str, .
     t0 = time.perf_counter()
     primary = BLACKWELL if BLACKWELL in want else HOPPER
     other = HOPPER if primary == BLACKWELL else BLACKWELL
-    host, device = lower(func, primary)
-    executables = {primary: _compile(func, primary)}
+    host, device, executable = _lower_and_compile(func, primary)
+    executables = {primary: executable}
     src = executables[primary].mod.imports[0].inspect_source()
     using = toolchain.compiler()
     try:
@@ -238,7 +255,7 @@ def _build(func: Any, name: str, highlight: tuple[str, ...], archs: tuple[str, .
     not_built: dict[str, str] = {}
     if primary == HOPPER:
         # A Hopper-only kernel: its refusal for Blackwell is the recorded reason.
-        other_error = other_build()
+        other_error = hopper_refusal(ptx, using) or other_build()
         if other_error is None:
             raise ValueError(
                 f"{name} assembles for {BLACKWELL} too: every kernel that can must build for "
@@ -269,8 +286,9 @@ def _build(func: Any, name: str, highlight: tuple[str, ...], archs: tuple[str, .
                     runs_on = (BLACKWELL, HOPPER, local)
                 except Exception:  # noqa: BLE001 - any failure just means "does not run here"
                     executables.pop(local, None)
-    sass = toolchain.cuobjdump(cubin, "-sass")
-    usage = report.parse_resource_usage(toolchain.cuobjdump(cubin, "--dump-resource-usage"))
+    dump = toolchain.cuobjdump(cubin, "--dump-resource-usage", "-sass")  # one run, both listings
+    usage = report.parse_resource_usage(dump)
+    sass = dump[dump.find("\tcode for"):] if "\tcode for" in dump else dump
     resources: dict[str, int] = {}
     for per_kernel in usage.values():
         for k, v in per_kernel.items():
@@ -283,6 +301,29 @@ def _build(func: Any, name: str, highlight: tuple[str, ...], archs: tuple[str, .
         highlight=tuple(highlight), not_built=not_built, _executables=executables,
         expect_tx=txbytes.analyze(host, device),  # each expect_tx against the copies on its barrier
     )
+
+
+# The Hopper-only instructions that take no operands: one of them, alone in a program, is
+# refused by ptxas for sm_100a with the message the whole kernel would get.
+_HOPPER_ALONE = re.compile(r"wgmma\.(fence|commit_group)\.sync\.aligned|wgmma\.wait_group\.sync\.aligned \d+")
+
+
+def hopper_refusal(ptx: str, using: str) -> Exception | None:
+    """Why a kernel does not build for sm_100a, from its sm_90a PTX alone: ptxas stops at the
+    first instruction it refuses, so when the kernel's first Hopper-only instruction (wgmma.*)
+    takes no operands, that instruction alone is assembled for sm_100a and its refusal is the
+    kernel's (the same first error line, tested), without lowering and compiling the whole
+    kernel a second time. None when there is no such instruction, or when it is not refused:
+    then the kernel itself is tried."""
+    first = next((i for i in report.ptx_instructions(ptx) if i.startswith("wgmma.")), None)
+    if first is None or not _HOPPER_ALONE.fullmatch(first):
+        return None
+    probe = f'extern "C" __global__ void hopper_only_probe() {{ asm volatile("{first};"); }}\n'
+    try:
+        toolchain.compile_both(probe, BLACKWELL, using)  # once per instruction and process
+    except RuntimeError as exc:
+        return exc
+    return None
 
 
 # -- a build cache for test runs -------------------------------------------------------------
@@ -391,8 +432,5 @@ def _local_arch() -> str | None:
 
 
 def _compile(func: Any, arch: str) -> Any:
-    import tvm
-
-    toolchain.install_tvm_callback()
-
-    return tvm.compile(tvm.IRModule({"main": func}), target=target(arch), tir_pipeline="tirx")
+    """The executable of `func` for `arch` (what tvm.compile returns)."""
+    return _lower_and_compile(func, arch)[2]

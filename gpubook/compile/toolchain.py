@@ -24,6 +24,12 @@ NVCC_FLAGS = [
     "-U__CUDA_NO_BFLOAT162_OPERATORS__", "-U__CUDA_NO_BFLOAT162_CONVERSIONS__",
     "--expt-relaxed-constexpr", "--expt-extended-lambda", "--use_fast_math",
 ]
+# What ptxas is told, by either compiler: TVM's ptxas options (tvm.support.nvcc), with ptxas's
+# own default register-usage level where TVM asks for 10, which trades registers for local
+# memory: chapter 12's MXFP8 kernel and one of chapter 11B's FA4 check cases spill at level 10
+# and not at 5. (-v changes the cubin too, so it is kept, as TVM passes it.) A chapter's static
+# facts are those of the binary its kernel runs as, whichever compiler built it.
+PTXAS_FLAGS = ("-v", "--register-usage-level=5", "--warn-on-local-memory-usage")
 
 
 def local_arch() -> str | None:
@@ -52,10 +58,11 @@ def wheel_cuda_root() -> Path | None:
 def compiler() -> str:
     """'nvcc' or 'nvrtc': GPUBOOK_COMPILER if set, else nvcc when on PATH, else NVRTC.
 
-    The two do not build every kernel alike: NVRTC's PTX carries cuda::std's globals and its
-    ptxas allocates registers differently, and chapter 11B's fourth FA4 check case spills under
-    NVRTC (4 spill instructions) where nvcc's build has none. The chapters' static facts are
-    those of nvcc's builds.
+    Both are given the same ptxas options (`PTXAS_FLAGS`) and the same declarations (the
+    CUtensorMap of cuda.h, 128-byte aligned), so that registers, shared memory and spills agree
+    (tests/test_harness.py compares them); the PTX still differs in small ways (NVRTC's carries
+    cuda::std's globals and computes shared addresses in 64 bits), and the SASS of a large
+    kernel with it. Every kernel's report names the compiler that built it.
     """
     choice = os.environ.get("GPUBOOK_COMPILER", "").lower()
     if choice in ("nvcc", "nvrtc"):
@@ -154,7 +161,9 @@ using cuda::std::int64_t;
 #endif
 
 """
-_TENSOR_MAP = ("struct alignas(64) CUtensorMap_st {\n  unsigned long long opaque[16];\n};\n"
+# cuda.h's CUtensorMap (CUDA 12.x and 13.x), which NVRTC programs cannot include: 128-byte
+# aligned, as a kernel parameter too. (TVM's NVRTC program declares it 64-byte aligned.)
+_TENSOR_MAP = ("struct alignas(128) CUtensorMap_st {\n  unsigned long long opaque[16];\n};\n"
                "typedef struct CUtensorMap_st CUtensorMap;\n\n")
 
 
@@ -169,8 +178,8 @@ def nvrtc_program(src: str) -> str:
 
 
 def nvrtc_options(arch: str, pch: bool = True) -> list[str]:
-    """TVM's NVRTC options for an arch (tvm.support.nvcc._compile_cuda_nvrtc), plus the
-    automatic precompiled header."""
+    """TVM's NVRTC options for an arch (tvm.support.nvcc._compile_cuda_nvrtc) with the book's
+    ptxas options (`PTXAS_FLAGS`, which nvcc is given too), plus the automatic precompiled header."""
     from tvm.support import nvcc as tvm_nvcc
 
     _nvrtc_env()
@@ -191,7 +200,7 @@ def nvrtc_options(arch: str, pch: bool = True) -> list[str]:
              "-U__CUDA_NO_BFLOAT16_OPERATORS__", "-U__CUDA_NO_BFLOAT16_CONVERSIONS__",
              "-U__CUDA_NO_BFLOAT162_OPERATORS__", "-U__CUDA_NO_BFLOAT162_CONVERSIONS__",
              "--use_fast_math"]
-    opts += [f"--ptxas-options={f}" for f in tvm_nvcc._ptxas_option_flags()]
+    opts += [f"--ptxas-options={f}" for f in PTXAS_FLAGS]
     opts += shlex.split(os.environ.get("TVM_CUDA_NVRTC_EXTRA_OPTS", "").strip())
     if pch:
         opts.append("-pch")
@@ -235,31 +244,44 @@ _callback: list[Any] = []
 
 
 def install_tvm_callback() -> None:
-    """Route TVM's own CUDA compilation (a module's export or load) through `compile_both`, so that
-    a kernel the book has built is not compiled again when it is exported. The arch is the one
-    TVM would pick; with TVM_CUDA_COMPILE_MODE=nvcc, TVM's callback runs unchanged."""
+    """Route TVM's own CUDA compilation (a module's export or load) through `compile_both` with the
+    book's compiler and options, so that a kernel runs as the binary its report describes and is
+    not compiled again. The arch is the one TVM would pick."""
     if _callback:
         return
     import tvm_ffi
     from tvm.support import nvcc as tvm_nvcc
     from tvm.target import Target
 
-    original = tvm_nvcc.tvm_callback_cuda_compile
-
     def tvm_callback_cuda_compile(code: str, *rest: Any) -> bytes:
-        if os.environ.get("TVM_CUDA_COMPILE_MODE", "nvrtc").lower() != "nvrtc":
-            return original(code)
         version = tvm_nvcc.get_target_compute_version(Target.current(allow_none=True))
-        return bytearray(compile_both(code, f"sm_{''.join(version.split('.'))}", "nvrtc")[1])
+        return bytearray(compile_both(code, f"sm_{''.join(version.split('.'))}")[1])
 
     tvm_ffi.register_global_func("tvm_callback_cuda_compile", tvm_callback_cuda_compile, override=True)
     _callback.append(tvm_callback_cuda_compile)
 
 
 def _verify(src: str, arch: str, ptx: bytes, cubin: bytes) -> None:
-    """Compile through TVM's own NVRTC path too; fail unless both outputs are the same bytes."""
+    """Compile through TVM's own NVRTC path too; fail unless both outputs are the same bytes.
+    TVM is given the book's register-usage level; a program with a tensor map is not compared
+    (the book declares it 128-byte aligned, as cuda.h does, where TVM's program says 64)."""
     from tvm.support import nvcc as tvm_nvcc
 
+    level = next(f.split("=")[1] for f in PTXAS_FLAGS if f.startswith("--register-usage-level="))
+    saved = os.environ.get("TVM_CUDA_PTXAS_REG_LEVEL")
+    os.environ["TVM_CUDA_PTXAS_REG_LEVEL"] = level
+    try:
+        _verify_with_tvm(tvm_nvcc, src, arch, ptx, cubin)
+    finally:
+        if saved is None:
+            os.environ.pop("TVM_CUDA_PTXAS_REG_LEVEL", None)
+        else:
+            os.environ["TVM_CUDA_PTXAS_REG_LEVEL"] = saved
+
+
+def _verify_with_tvm(tvm_nvcc: Any, src: str, arch: str, ptx: bytes, cubin: bytes) -> None:
+    if "CUtensorMap" in src:
+        return
     theirs_ptx = bytes(tvm_nvcc.compile_cuda(src, target_format="ptx", arch=arch, compiler="nvrtc"))
     theirs_cubin = bytes(tvm_nvcc.compile_cuda(src, target_format="cubin", arch=arch, compiler="nvrtc"))
     if theirs_ptx.rstrip(b"\0") != ptx.rstrip(b"\0") or theirs_cubin != cubin:
@@ -274,7 +296,7 @@ def _nvcc_both(src: str, arch: str) -> tuple[bytes, bytes]:
         cu, out = Path(tmp, "k.cu"), Path(tmp, "k.cubin")
         cu.write_text(src)
         gen = f"arch=compute_{arch[3:]},code=sm_{arch[3:]}"
-        cmd = ["nvcc", "--cubin", "-gencode", gen, *NVCC_FLAGS, "-keep", "--keep-dir", tmp, "-o", str(out), str(cu)]
+        cmd = ["nvcc", "--cubin", "-gencode", gen, *NVCC_FLAGS, _nvcc_ptxas(), "-keep", "--keep-dir", tmp, "-o", str(out), str(cu)]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             raise RuntimeError(f"nvcc failed for {arch}:\n{proc.stdout}{proc.stderr}")
@@ -289,11 +311,15 @@ def _nvcc(src: str, arch: str, fmt: str) -> bytes:
         cu, out = Path(tmp, "k.cu"), Path(tmp, f"k.{fmt}")
         cu.write_text(src)
         gen = f"arch=compute_{arch[3:]},code={'compute' if fmt == 'ptx' else 'sm'}_{arch[3:]}"
-        cmd = ["nvcc", f"--{fmt}", "-gencode", gen, *NVCC_FLAGS, "-o", str(out), str(cu)]
+        cmd = ["nvcc", f"--{fmt}", "-gencode", gen, *NVCC_FLAGS, _nvcc_ptxas(), "-o", str(out), str(cu)]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             raise RuntimeError(f"nvcc failed for {arch}:\n{proc.stdout}{proc.stderr}")
         return out.read_bytes()
+
+
+def _nvcc_ptxas() -> str:
+    return "--ptxas-options=" + ",".join(PTXAS_FLAGS)
 
 
 def first_error(message: str) -> str:
@@ -349,7 +375,7 @@ def identity() -> dict[str, str]:
             return "absent"
 
     using = compiler()
-    out = {"tvm": version("apache-tvm"), "compiler": using}
+    out = {"tvm": version("apache-tvm"), "compiler": using, "ptxas_options": " ".join(PTXAS_FLAGS)}
     if using == "nvcc" and shutil.which("nvcc"):
         for tool_name in ("nvcc", "ptxas"):
             exe = shutil.which(tool_name)

@@ -204,6 +204,11 @@ def replay(export_dir: Path, results: Path | None, sanitize: bool, timeout: floa
     from ..run import environment
 
     run.update(libraries=environment.libraries(), **environment.gpu_facts())
+    # Exported modules carry CUDA source, compiled here as they load: by this host's compiler,
+    # with the book's ptxas options (the cases' "toolchain" is the exporting machine's).
+    from ..compile import toolchain
+
+    run["loaded_with"] = toolchain.identity()
     done: dict[str, dict[str, Any]] = {}
 
     def write() -> dict[str, Any]:
