@@ -375,7 +375,7 @@ def identity() -> dict[str, str]:
             return "absent"
 
     using = compiler()
-    out = {"tvm": version("apache-tvm"), "compiler": using, "ptxas_options": " ".join(PTXAS_FLAGS)}
+    out = {"tvm": version("apache-tvm"), "compiler": using}
     if using == "nvcc" and shutil.which("nvcc"):
         for tool_name in ("nvcc", "ptxas"):
             exe = shutil.which(tool_name)
