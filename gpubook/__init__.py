@@ -26,6 +26,7 @@ from .verify import (check as _check_module, compare as _compare_module, coverag
 from .models import fa4, fa4_protocol, fa4_timeline, gemm_model, layouts, lowprec, pipeline_model, plots, roofline, schedule
 from .book import gemm, gemm_hopper, headline, ladder, lessons, timings
 
+from .compile import parsing as _parsing
 from .compile.build import BLACKWELL, HOPPER, Kernel, build, lower, target
 from .compile.signature import KernelCallError, Param
 from .facts.hardware import B200, GPUS, H100, H200, gpu_for
@@ -36,6 +37,8 @@ from .run.trace import Trace, trace
 from .verify.check import CheckResult, NotRunError, check
 from .verify.compare import CheckError, compare, seeded, tolerance
 from .book.lessons import Refusal, explain_failure
+
+_parsing.arm()  # TIRx's parser finds itself without building frame records (compile/parsing.py)
 
 __all__ = [
     "B200", "BLACKWELL", "CheckError", "CheckResult", "GPUS", "H100", "H200", "HOPPER", "Kernel",
