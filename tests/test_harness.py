@@ -402,8 +402,8 @@ def test_nvcc_and_nvrtc_build_kernels_with_the_same_resources(monkeypatch):
         assert facts("nvcc") == facts("nvrtc")
     finally:
         toolchain.compiler.cache_clear()
-    assert "--register-usage-level=5" in toolchain.ptxas_flags(gb.HOPPER)
-    assert "--ptxas-options=--register-usage-level=3" in toolchain.nvrtc_options(gb.BLACKWELL, pch=False)
+    assert "--register-usage-level=5" in toolchain.PTXAS_FLAGS
+    assert "--ptxas-options=--register-usage-level=5" in toolchain.nvrtc_options(gb.BLACKWELL, pch=False)
 
 
 def test_a_hopper_only_kernel_is_refused_for_blackwell_as_its_first_instruction_is(compiler):

@@ -24,22 +24,13 @@ NVCC_FLAGS = [
     "-U__CUDA_NO_BFLOAT162_OPERATORS__", "-U__CUDA_NO_BFLOAT162_CONVERSIONS__",
     "--expt-relaxed-constexpr", "--expt-extended-lambda", "--use_fast_math",
 ]
-# What ptxas is told, by either compiler: TVM's ptxas options (tvm.support.nvcc) with another
-# register-usage level than TVM's 10, at which ptxas trades registers for local memory (chapter
-# 12's MXFP8 kernel and one of chapter 11B's FA4 check cases spill at 10). (-v changes the
-# cubin too, so it is kept, as TVM passes it.) For sm_90a, ptxas's own default, 5: the level of
-# every Hopper binary the book has timed. For sm_100a, 3: NVRTC computes shared-memory addresses
-# in 64 bits where nvcc uses 32, which costs the FA4 check case with the most pressure four
-# spill instructions under NVRTC at levels 4 to 10 (nvcc's build has none), and the MXFP8 kernel
-# spills under both from level 6; at 3 no sm_100a kernel of the book spills under either. A
-# chapter's static facts are those of the binary its kernel runs as, whichever compiler built it.
-PTXAS_FLAGS = ("-v", "--register-usage-level={level}", "--warn-on-local-memory-usage")  # TVM's order
-REGISTER_USAGE_LEVEL = {"sm_90a": 5, "sm_100a": 3}  # any other arch: 5
-
-
-def ptxas_flags(arch: str) -> tuple[str, ...]:
-    """The ptxas options of every build for `arch`, by nvcc or NVRTC alike."""
-    return tuple(f.format(level=REGISTER_USAGE_LEVEL.get(arch, 5)) for f in PTXAS_FLAGS)
+# What ptxas is told, by either compiler: TVM's ptxas options (tvm.support.nvcc) with ptxas's own
+# default register-usage level, 5, where TVM asks for 10, at which ptxas trades registers for
+# local memory: chapter 12's MXFP8 kernel and one of chapter 11B's FA4 check cases spill at 10.
+# Level 5 is the level of every Hopper binary the book has timed (the GPU host's nvcc, by
+# default). (-v changes the cubin too, so it is kept, as TVM passes it.) A chapter's static
+# facts are those of the binary its kernel runs as, whichever compiler built it.
+PTXAS_FLAGS = ("-v", "--register-usage-level=5", "--warn-on-local-memory-usage")  # TVM's order
 
 
 def local_arch() -> str | None:
@@ -68,11 +59,13 @@ def wheel_cuda_root() -> Path | None:
 def compiler() -> str:
     """'nvcc' or 'nvrtc': GPUBOOK_COMPILER if set, else nvcc when on PATH, else NVRTC.
 
-    Both are given the same ptxas options (`ptxas_flags`) and the same declarations (the
-    CUtensorMap of cuda.h, 128-byte aligned), so that registers, shared memory and spills agree
-    (tests/test_harness.py compares them); the PTX still differs in small ways (NVRTC's carries
-    cuda::std's globals and computes shared addresses in 64 bits), and the SASS of a large
-    kernel with it. Every kernel's report names the compiler that built it.
+    Both are given the same ptxas options (`PTXAS_FLAGS`) and the same declarations (the
+    CUtensorMap of cuda.h, 128-byte aligned), so that most kernels get the same registers,
+    shared memory and spills (tests/test_harness.py compares them). The PTX still differs:
+    NVRTC's carries cuda::std's globals, and its front end computes shared-memory addresses in
+    64 bits where nvcc's uses 32, which costs registers: chapter 11B's FA4 check case with the
+    most pressure spills a few instructions under NVRTC and none under nvcc (the chapter says
+    so). Every kernel's report names the compiler that built it.
     """
     choice = os.environ.get("GPUBOOK_COMPILER", "").lower()
     if choice in ("nvcc", "nvrtc"):
@@ -189,7 +182,7 @@ def nvrtc_program(src: str) -> str:
 
 def nvrtc_options(arch: str, pch: bool = True) -> list[str]:
     """TVM's NVRTC options for an arch (tvm.support.nvcc._compile_cuda_nvrtc) with the book's
-    ptxas options (`ptxas_flags`, which nvcc is given too), plus the automatic precompiled header."""
+    ptxas options (`PTXAS_FLAGS`, which nvcc is given too), plus the automatic precompiled header."""
     from tvm.support import nvcc as tvm_nvcc
 
     _nvrtc_env()
@@ -210,7 +203,7 @@ def nvrtc_options(arch: str, pch: bool = True) -> list[str]:
              "-U__CUDA_NO_BFLOAT16_OPERATORS__", "-U__CUDA_NO_BFLOAT16_CONVERSIONS__",
              "-U__CUDA_NO_BFLOAT162_OPERATORS__", "-U__CUDA_NO_BFLOAT162_CONVERSIONS__",
              "--use_fast_math"]
-    opts += [f"--ptxas-options={f}" for f in ptxas_flags(arch)]
+    opts += [f"--ptxas-options={f}" for f in PTXAS_FLAGS]
     opts += shlex.split(os.environ.get("TVM_CUDA_NVRTC_EXTRA_OPTS", "").strip())
     if pch:
         opts.append("-pch")
@@ -277,7 +270,7 @@ def _verify(src: str, arch: str, ptx: bytes, cubin: bytes) -> None:
     (the book declares it 128-byte aligned, as cuda.h does, where TVM's program says 64)."""
     from tvm.support import nvcc as tvm_nvcc
 
-    level = str(REGISTER_USAGE_LEVEL.get(arch, 5))
+    level = next(f.split("=")[1] for f in PTXAS_FLAGS if f.startswith("--register-usage-level="))
     saved = os.environ.get("TVM_CUDA_PTXAS_REG_LEVEL")
     os.environ["TVM_CUDA_PTXAS_REG_LEVEL"] = level
     try:
@@ -306,7 +299,7 @@ def _nvcc_both(src: str, arch: str) -> tuple[bytes, bytes]:
         cu, out = Path(tmp, "k.cu"), Path(tmp, "k.cubin")
         cu.write_text(src)
         gen = f"arch=compute_{arch[3:]},code=sm_{arch[3:]}"
-        cmd = ["nvcc", "--cubin", "-gencode", gen, *NVCC_FLAGS, _nvcc_ptxas(arch), "-keep", "--keep-dir", tmp, "-o", str(out), str(cu)]
+        cmd = ["nvcc", "--cubin", "-gencode", gen, *NVCC_FLAGS, _nvcc_ptxas(), "-keep", "--keep-dir", tmp, "-o", str(out), str(cu)]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             raise RuntimeError(f"nvcc failed for {arch}:\n{proc.stdout}{proc.stderr}")
@@ -321,15 +314,15 @@ def _nvcc(src: str, arch: str, fmt: str) -> bytes:
         cu, out = Path(tmp, "k.cu"), Path(tmp, f"k.{fmt}")
         cu.write_text(src)
         gen = f"arch=compute_{arch[3:]},code={'compute' if fmt == 'ptx' else 'sm'}_{arch[3:]}"
-        cmd = ["nvcc", f"--{fmt}", "-gencode", gen, *NVCC_FLAGS, _nvcc_ptxas(arch), "-o", str(out), str(cu)]
+        cmd = ["nvcc", f"--{fmt}", "-gencode", gen, *NVCC_FLAGS, _nvcc_ptxas(), "-o", str(out), str(cu)]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
             raise RuntimeError(f"nvcc failed for {arch}:\n{proc.stdout}{proc.stderr}")
         return out.read_bytes()
 
 
-def _nvcc_ptxas(arch: str) -> str:
-    return "--ptxas-options=" + ",".join(ptxas_flags(arch))
+def _nvcc_ptxas() -> str:
+    return "--ptxas-options=" + ",".join(PTXAS_FLAGS)
 
 
 def first_error(message: str) -> str:
