@@ -26,10 +26,11 @@ NVCC_FLAGS = [
 ]
 # What ptxas is told, by either compiler: TVM's ptxas options (tvm.support.nvcc) with ptxas's own
 # default register-usage level, 5, where TVM asks for 10, at which ptxas trades registers for
-# local memory: chapter 12's MXFP8 kernel and one of chapter 11B's FA4 check cases spill at 10.
+# local memory: chapter 12's MXFP8 kernel spills at 10 under either compiler and not at 5.
 # Level 5 is the level of every Hopper binary the book has timed (the GPU host's nvcc, by
-# default). (-v changes the cubin too, so it is kept, as TVM passes it.) A chapter's static
-# facts are those of the binary its kernel runs as, whichever compiler built it.
+# default; these options give the same SASS). (-v changes the cubin's bytes, not its code, so it
+# is kept, as TVM passes it.) A chapter's static facts are those of the binary its kernel runs
+# as, whichever compiler built it.
 PTXAS_FLAGS = ("-v", "--register-usage-level=5", "--warn-on-local-memory-usage")  # TVM's order
 
 
