@@ -35,6 +35,19 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 
 
+# The test files that take minutes (the durations pytest prints: browser scans, the simulator's
+# first builds, chapter 12's simulated check, the notebooks), longest first. pytest-xdist hands
+# whole files to its processes in collection order (--no-loadscope-reorder), so these start
+# first, on different processes, and the many short files fill in behind them instead of one
+# long file starting last and running alone.
+LONG_FILES = ("test_browser.py", "test_simulate.py", "test_chapter12_defects.py", "test_notebooks.py")
+
+
+def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:
+    rank = {name: i for i, name in enumerate(LONG_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(LONG_FILES)))  # stable: the rest keep their order
+
+
 @pytest.fixture(scope="session")
 def built_book(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The HTML folder of the book, built once for the whole session: with several test
