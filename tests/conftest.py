@@ -150,7 +150,9 @@ def sources_digest() -> str | None:
     except (OSError, subprocess.CalledProcessError):
         return None
     h = hashlib.sha256()
-    for name in sorted(n for n in listed.decode().split("\0") if n and n != "chapters/_build_times.json"):
+    from gpubook.book.budget import RECORD
+
+    for name in sorted(n for n in listed.decode().split("\0") if n and n != RECORD):
         path = ROOT / name
         h.update(name.encode() + b"\0" + (path.read_bytes() if path.is_file() else b"(absent)") + b"\0")
     return h.hexdigest()

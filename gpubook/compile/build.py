@@ -10,10 +10,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import hooks, lint, report, toolchain, txbytes
-from .pipeline import _lower_and_compile, hopper_refusal, lower, target  # noqa: F401 - gb.lower, gb.target
+from .pipeline import BLACKWELL, _lower_and_compile, hopper_refusal, lower, target  # noqa: F401 - gb.lower, gb.target
 from .signature import Param, params_of
 
-BLACKWELL = "sm_100a"
 HOPPER = "sm_90a"
 # cuobjdump's SHARED figure includes 1 KB per CTA that the system reserves (CUDA C++
 # Programming Guide, shared memory of compute capability 8.0+); ptxas -v leaves it out.
@@ -272,7 +271,7 @@ CACHE_MODE_ENV = "GPUBOOK_KERNEL_CACHE_MODE"  # "write", "read" or "update"
 # (lowered modules are recompiled on demand by Kernel.executable).
 _CACHED_FIELDS = ("arch", "runs_on", "compiler", "source", "ptx", "cubin", "sass", "resources",
                   "launches", "ptx_counts", "sass_counts", "compile_seconds", "not_built", "expect_tx")
-_SOURCES = ("build.py", "report.py", "toolchain.py", "signature.py", "mbarrier.py", "tmem.py", *txbytes.SOURCES)
+_SOURCES = ("build.py", "pipeline.py", "report.py", "toolchain.py", "signature.py", "mbarrier.py", "tmem.py", *txbytes.SOURCES)
 _DISTRIBUTIONS = ("apache-tvm", "apache-tvm-ffi", "cuda-bindings", "nvidia-cuda-nvrtc",
                   "nvidia-cuda-runtime", "nvidia-cuda-cccl", "nvidia-cuda-cuobjdump")
 

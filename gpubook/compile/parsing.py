@@ -10,7 +10,7 @@ hundred lines with a few hundred macro calls spent most of its parse there: half
 
 Likewise `T.prim_func` takes `inspect.stack()` of its caller each time it is called, and reads
 the frame of every record but the source line of one (the third, to tell a class body from a
-function). 
+function).
 
 `install()` replaces the first with the same walk over `frame.f_back` (the frames
 `getouterframes` lists, in the same order) without the frame records, and gives the module of

@@ -8,7 +8,7 @@ from typing import Any
 
 from . import report, toolchain
 
-BLACKWELL = "sm_100a"
+BLACKWELL = "sm_100a"  # the book's target (gb.BLACKWELL)
 
 
 def target(arch: str) -> Any:

@@ -269,25 +269,16 @@ def _verify(src: str, arch: str, ptx: bytes, cubin: bytes) -> None:
     """Compile through TVM's own NVRTC path too; fail unless both outputs are the same bytes.
     TVM is given the book's register-usage level; a program with a tensor map is not compared
     (the book declares it 128-byte aligned, as cuda.h does, where TVM's program says 64)."""
+    if "CUtensorMap" in src:
+        return
+    from unittest import mock
+
     from tvm.support import nvcc as tvm_nvcc
 
     level = next(f.split("=")[1] for f in PTXAS_FLAGS if f.startswith("--register-usage-level="))
-    saved = os.environ.get("TVM_CUDA_PTXAS_REG_LEVEL")
-    os.environ["TVM_CUDA_PTXAS_REG_LEVEL"] = level
-    try:
-        _verify_with_tvm(tvm_nvcc, src, arch, ptx, cubin)
-    finally:
-        if saved is None:
-            os.environ.pop("TVM_CUDA_PTXAS_REG_LEVEL", None)
-        else:
-            os.environ["TVM_CUDA_PTXAS_REG_LEVEL"] = saved
-
-
-def _verify_with_tvm(tvm_nvcc: Any, src: str, arch: str, ptx: bytes, cubin: bytes) -> None:
-    if "CUtensorMap" in src:
-        return
-    theirs_ptx = bytes(tvm_nvcc.compile_cuda(src, target_format="ptx", arch=arch, compiler="nvrtc"))
-    theirs_cubin = bytes(tvm_nvcc.compile_cuda(src, target_format="cubin", arch=arch, compiler="nvrtc"))
+    with mock.patch.dict(os.environ, {"TVM_CUDA_PTXAS_REG_LEVEL": level}):
+        theirs_ptx = bytes(tvm_nvcc.compile_cuda(src, target_format="ptx", arch=arch, compiler="nvrtc"))
+        theirs_cubin = bytes(tvm_nvcc.compile_cuda(src, target_format="cubin", arch=arch, compiler="nvrtc"))
     if theirs_ptx.rstrip(b"\0") != ptx.rstrip(b"\0") or theirs_cubin != cubin:
         which = "PTX" if theirs_ptx.rstrip(b"\0") != ptx.rstrip(b"\0") else "cubin"
         raise RuntimeError(f"{VERIFY_ENV}: the book's NVRTC program and TVM's give another {which} for {arch}")
