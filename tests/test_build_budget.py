@@ -272,3 +272,40 @@ def test_the_build_records_what_it_executed_and_reads_longest_first(tmp_path):
     again = budget.load(record)
     assert again.chapters["p1"] == 30 and again.chapters["p3"] == 20 and again.chapters["p2"] < 10
     assert again.overhead == 5  # not a full build
+
+
+def test_a_preview_of_some_pages_leaves_the_record_alone(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "conf.py").write_text(CONF.format(cache=str(tmp_path / "cache")) + "gpubook_preview = True\n")
+    (src / "index.md").write_text("# Tiny\n\n```{toctree}\np1\n```\n")
+    (src / "p1.md").write_text(PAGE.format(name="p1", log=str(tmp_path / "started"), sleep=0))
+    record = src / "times.json"
+    write_record(record, {"p1": 30, "p2": 10})
+    text = record.read_text()
+    out = sphinx(src)
+    assert (tmp_path / "started").exists() and "not recorded (a preview" in out
+    assert record.read_text() == text
+
+
+def _book_conf(**env: str) -> dict:
+    """conf.py's exclude_patterns and preview flag, read in a process of their own (conf.py sets
+    environment variables) that executes nothing (GPUBOOK_EXECUTION=force: no cache is touched)."""
+    code = ("import json, runpy; c = runpy.run_path('conf.py'); "
+            "print(json.dumps([c['exclude_patterns'], c.get('gpubook_preview')]))")
+    base = {k: v for k, v in os.environ.items() if not k.startswith("GPUBOOK_")}
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                          env=base | {"GPUBOOK_EXECUTION": "force"} | env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    patterns, preview = json.loads(proc.stdout.splitlines()[-1])
+    return {"left_out": {p for p in patterns if p.startswith("chapters/") and p.endswith(".md")},
+            "preview": preview}
+
+
+def test_the_book_previews_the_pages_named_and_leaves_the_other_chapters_out():
+    chapters = sorted(p.stem for p in (ROOT / "chapters").glob("*.md"))
+    keep = ["11H-flash-attention-hopper", "02-roofline"]
+    conf = _book_conf(GPUBOOK_PAGES=",".join(f"chapters/{c}" for c in keep))
+    assert conf["left_out"] == {f"chapters/{c}.md" for c in chapters if c not in keep}
+    assert conf["preview"] is True
+    assert _book_conf() == {"left_out": set(), "preview": None}

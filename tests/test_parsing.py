@@ -82,3 +82,62 @@ def test_a_macro_called_outside_a_parser_is_refused_alike(monkeypatch):
     with pytest.raises(RuntimeError) as theirs:
         noop()
     assert str(ours.value) == str(theirs.value)
+
+
+def test_the_lazy_stack_reads_as_inspect_stack():
+    import inspect
+
+    def here():  # records read while the callers wait, as TIRx's builder reads them
+        ours, theirs = parsing.lazy_stack(), inspect.stack(context=1)
+        return len(ours), list(ours), list(ours[2:]), ours[-1], theirs
+
+    n, ours, tail, last, theirs = here()
+    assert n == len(theirs) and ours[1:] == theirs[1:] and tail == theirs[2:] and last == theirs[-1]
+    assert [f.positions for f in ours[1:]] == [f.positions for f in theirs[1:]]
+    assert ours[0].frame is theirs[0].frame
+
+
+def _meta_records():
+    """What TIRx's builder remembers of each allocation made by a meta_class constructor."""
+    from tvm.tirx.script.builder import ir
+
+    @T.meta_class
+    class Scratch:
+        def __init__(self):
+            self.acc = T.alloc_local([4], "float32")
+            self.flag = T.alloc_local([1], "int32")
+
+    seen = []
+    record = ir._MetaConstructionScope.record
+
+    def keep(scope, value, frame_info):
+        record(scope, value, frame_info)
+        r = scope.created[-1]
+        seen.append((r.filename, r.lineno, r.colno, r.code))
+
+    ir._MetaConstructionScope.record = keep
+    try:
+        @T.prim_func
+        def uses(a: T.Buffer((4,), "float32")):
+            s = Scratch()
+            s.flag[0] = T.int32(0)
+            for i in range(4):
+                s.acc[i] = a[i]
+                a[i] = s.acc[i] + T.float32(1)
+    finally:
+        ir._MetaConstructionScope.record = record
+    return uses.script(), seen
+
+
+def test_meta_class_allocations_remember_the_same_frame_either_way():
+    from tvm.tirx.script.builder import ir
+
+    assert ir.inspect.stack is parsing.lazy_stack
+    ours = _meta_records()
+    parsing.uninstall_entry(ir)
+    try:
+        theirs = _meta_records()
+    finally:
+        parsing.install_entry(ir)
+    assert ours == theirs and len(ours[1]) == 2
+    assert all(code.startswith("self.") and file == __file__ for file, _, _, code in ours[1])

@@ -350,6 +350,9 @@ def record_build_times(app: Sphinx, exc: Exception | None) -> None:
     the record; a build that executed every page records what it spent outside the reading."""
     if not _BUILD.get("executed"):
         return
+    if app.config.gpubook_preview:
+        logger.info("build times: not recorded (a preview of some pages)")
+        return
     if not _BUILD["afresh"]:
         logger.info("build times: not recorded (kernels read from a warm build cache)")
         return
@@ -387,6 +390,7 @@ def setup(app: Sphinx) -> dict[str, Any]:
     # conf.py sets it to a digest of results/ and gpubook/: a change re-reads (re-executes) every page
     app.add_config_value("gpubook_inputs_digest", "", "env")
     app.add_config_value("gpubook_build_times", budget.RECORD, "")
+    app.add_config_value("gpubook_preview", False, "")  # conf.py: True when GPUBOOK_PAGES leaves pages out
     app.connect("builder-inited", open_execution_cache)
     app.connect("builder-inited", on_builder_inited)
     app.connect("env-before-read-docs", order_reading)

@@ -10,14 +10,19 @@ hundred lines with a few hundred macro calls spent most of its parse there: half
 
 Likewise `T.prim_func` takes `inspect.stack()` of its caller each time it is called, and reads
 the frame of every record but the source line of one (the third, to tell a class body from a
-function).
+function). And every buffer or scalar allocated while a `@T.meta_class` object (a pipeline,
+a tile scheduler, a shared-memory pool) is constructed takes `inspect.stack()` too, to remember
+the first frame outside TIRx's builder for an error message should the object not own it: a
+full record of some fifty frames, of which it reads the file names up to that frame and the
+source line of that one. That was a quarter of chapter 10's execution time.
 
 `install()` replaces the first with the same walk over `frame.f_back` (the frames
-`getouterframes` lists, in the same order) without the frame records, and gives the module of
-`T.prim_func` a `stack()` whose records are TVM's for the first three frames and carry the
-frame, its file, line and function, without the source line, for the rest. The same parser is
-found, the same error raised, the same kernels parsed (tests/test_parsing.py parses kernels both
-ways and compares their scripts); nothing else of the parser changes. `arm()`, which
+`getouterframes` lists, in the same order) without the frame records; the module of
+`T.prim_func` gets a `stack()` whose records are TVM's for the first three frames and carry the
+frame, its file, line and function, without the source line, for the rest; the builder's module
+gets a `stack()` whose records are TVM's, each made when it is first read. The same parser is
+found, the same error raised, the same kernels parsed, the same frame remembered
+(tests/test_parsing.py compares them both ways); nothing else of the parser changes. `arm()`, which
 `import gpubook` calls, installs it when TVM's parser modules are loaded, now or later, and
 imports nothing itself: a GPU host that only replays has no apache-tvm, and a process that never
 parses a kernel never loads it.
@@ -30,11 +35,15 @@ import importlib.machinery
 import inspect
 import sys
 import types
+from collections.abc import Sequence
 from typing import Any
 
 PARSER_MODULE = "tvm.script.parser.core.parser"
 ENTRY_MODULE = "tvm.tirx.script.parser.entry"  # T.prim_func
+BUILDER_MODULE = "tvm.tirx.script.builder.ir"  # T.alloc_buffer and friends, T.meta_class
 FULL_RECORDS = 3  # the records of inspect.stack() that T.prim_func reads whole
+
+MODULES = (PARSER_MODULE, ENTRY_MODULE, BUILDER_MODULE)
 
 _installed: list[Any] = []
 
@@ -68,6 +77,36 @@ def stack(context: int = 1) -> list[inspect.FrameInfo]:
     return out
 
 
+class FrameRecords(Sequence):
+    """`inspect.stack(context)` of a list of frames, each record made (as TVM's) when first read."""
+
+    def __init__(self, frames: list[types.FrameType], context: int) -> None:
+        self._frames, self._context = frames, context
+        self._records: dict[int, inspect.FrameInfo] = {}
+
+    def __len__(self) -> int:
+        return len(self._frames)
+
+    def __getitem__(self, index: Any) -> Any:
+        if isinstance(index, slice):
+            return FrameRecords(self._frames[index], self._context)
+        frame = self._frames[index]  # IndexError ends iteration, as a list's does
+        key = index % len(self._frames)
+        if key not in self._records:
+            info = inspect.getframeinfo(frame, self._context)
+            self._records[key] = inspect.FrameInfo(frame, *info, positions=info.positions)
+        return self._records[key]
+
+
+def lazy_stack(context: int = 1) -> FrameRecords:
+    """`inspect.stack(context)` of the caller, its records made as they are read."""
+    frames, frame = [], sys._getframe(1)
+    while frame is not None:
+        frames.append(frame)
+        frame = frame.f_back
+    return FrameRecords(frames, context)
+
+
 class _Inspect(types.ModuleType):
     """`inspect` as the module of T.prim_func sees it: the same, but for `stack`."""
 
@@ -75,6 +114,12 @@ class _Inspect(types.ModuleType):
 
     def __getattr__(self, name: str) -> Any:
         return getattr(inspect, name)
+
+
+class _LazyInspect(_Inspect):
+    """`inspect` as TIRx's builder sees it: the same, but for a lazy `stack`."""
+
+    stack = staticmethod(lazy_stack)
 
 
 def install() -> None:
@@ -88,9 +133,9 @@ def install() -> None:
 
 
 def install_entry(module: Any) -> None:
-    """Give the module of T.prim_func the `stack` above."""
+    """Give the module of T.prim_func (or of the builder) its `stack` above."""
     if getattr(module, "inspect", None) is inspect:
-        module.inspect = _Inspect("inspect")
+        module.inspect = (_LazyInspect if module.__name__ == BUILDER_MODULE else _Inspect)("inspect")
 
 
 def uninstall_entry(module: Any) -> None:
@@ -108,7 +153,7 @@ class _WhenLoaded(importlib.abc.MetaPathFinder):
     as each module has executed."""
 
     def find_spec(self, name: str, path: Any, target: Any = None) -> Any:
-        if name not in (PARSER_MODULE, ENTRY_MODULE):
+        if name not in MODULES:
             return None
         spec = importlib.machinery.PathFinder.find_spec(name, path, target)
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
@@ -127,8 +172,9 @@ def arm() -> None:
     """Install now where TVM's parser modules are loaded, else as soon as they are."""
     if PARSER_MODULE in sys.modules:
         install()
-    if ENTRY_MODULE in sys.modules:
-        install_entry(sys.modules[ENTRY_MODULE])
-    if not (PARSER_MODULE in sys.modules and ENTRY_MODULE in sys.modules) \
+    for name in (ENTRY_MODULE, BUILDER_MODULE):
+        if name in sys.modules:
+            install_entry(sys.modules[name])
+    if not all(name in sys.modules for name in MODULES) \
             and not any(isinstance(f, _WhenLoaded) for f in sys.meta_path):
         sys.meta_path.insert(0, _WhenLoaded())
