@@ -26,7 +26,8 @@ function contentHeight() {
   return Math.ceil(document.documentElement.getBoundingClientRect().height);
 }
 
-function tellHeight() {
+/** Tell the page the content's height (the demos call it after drawing a new state too). */
+function fit() {
   if (embedded) window.parent.postMessage({ gpubook: "height", height: contentHeight() }, "*");
 }
 
@@ -37,12 +38,12 @@ window.addEventListener("message", (event) => {
     pageTheme = msg.theme;
     syncTheme();
   }
-  tellHeight();  // the page is listening now: it may have missed an earlier height
+  fit();  // the page is listening now: it may have missed an earlier height
 });
 
 syncTheme();
 if (embedded) window.parent.postMessage({ gpubook: "theme?" }, "*");
 matchMedia("(prefers-color-scheme: dark)").addEventListener("change", syncTheme);
-if (typeof ResizeObserver === "function") new ResizeObserver(tellHeight).observe(document.documentElement);
-window.addEventListener("resize", tellHeight);
-window.addEventListener("load", tellHeight);
+if (typeof ResizeObserver === "function") new ResizeObserver(fit).observe(document.documentElement);
+window.addEventListener("resize", fit);
+window.addEventListener("load", fit);
