@@ -216,7 +216,7 @@ def filled_around_glue(paired: str, downloaded: str) -> bool:
     from gpubook.book.notebook_download import DIRECTIVE, ROLE
 
     pieces = re.split(ROLE.pattern, DIRECTIVE.sub("\0", paired).replace("\0", "{glue}`x`"))[::3]
-    pattern = "(?s)" + "(.+?)".join(re.escape(p) for p in pieces)
+    pattern = "(?s)" + "(.*?)".join(re.escape(p) for p in pieces)  # a glued value may be empty
     return re.fullmatch(pattern, downloaded) is not None
 
 
