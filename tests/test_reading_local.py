@@ -50,15 +50,17 @@ def search_index(built_book: Path) -> dict:
     return json.loads(text[text.index("(") + 1:text.rindex(")")])
 
 
-def test_search_opened_from_disk_shows_results_with_text(on_disk: DiskSession, built_book: Path) -> None:
+def search_with_summaries(session: Session, built_book: Path) -> None:
+    """Search for a word of a chapter's title: the chapter is found, every result shows a summary
+    with the word in the chapter's, and the console logs no error."""
     index = search_index(built_book)
     chapter = next(i for i, d in enumerate(index["docnames"]) if d.startswith("chapters/"))
     doc, title = index["docnames"][chapter], index["titles"][chapter]
     words = sorted(re.findall(r"[A-Za-z]{5,}", title), key=len, reverse=True)
     assert words, f"no searchable word in the title {title!r}"
     term = words[0].lower()
-    on_disk.errors.clear()
-    page = on_disk.open(f"search.html?q={term}")
+    session.errors.clear()
+    page = session.open(f"search.html?q={term}")
     page.wait_for_selector("#search-results ul.search li", timeout=20000)
     page.wait_for_function("() => /\\d/.test(document.querySelector('#search-results p.search-summary')"
                            "?.textContent || '')", timeout=20000)  # Sphinx's count: the search finished
@@ -72,11 +74,24 @@ def test_search_opened_from_disk_shows_results_with_text(on_disk: DiskSession, b
         text: (li.querySelector('p.context')?.textContent || '').trim()}))""")
     assert any(i["href"].split("#")[0] == doc + ".html" for i in items), f"{term!r} did not find {doc}: {items}"
     bare = [i["href"] for i in items if len(i["text"]) <= 20]
-    assert not bare, f"search for {term!r} from disk: {len(bare)} of {len(items)} results without text: {bare[:5]}"
+    assert not bare, f"search for {term!r}: {len(bare)} of {len(items)} results without text: {bare[:5]}"
     found = [i for i in items if i["href"].split("#")[0] == doc + ".html"]
     assert any(term[:5] in i["text"].lower() for i in found), f"{doc}'s summary does not show {term!r}: {found}"
     page.close()
-    assert not on_disk.errors, f"{len(on_disk.errors)} console errors:\n" + "\n".join(on_disk.errors[:10])
+    assert not session.errors, f"{len(session.errors)} console errors:\n" + "\n".join(session.errors[:10])
+
+
+def test_search_opened_from_disk_shows_results_with_text(on_disk: DiskSession, built_book: Path) -> None:
+    search_with_summaries(on_disk, built_book)
+
+
+def test_search_served_shows_results_with_text(browser: object, served_book: str, built_book: Path) -> None:
+    s = Session(browser, served_book)
+    try:
+        search_with_summaries(s, built_book)
+        s.assert_clean()
+    finally:
+        s.close()
 
 
 def demo_pages(built_book: Path, chapters: list[str]) -> list[str]:
