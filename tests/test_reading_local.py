@@ -105,14 +105,13 @@ FRAME_HEIGHT = "el => el.clientHeight"
 CONTENT_HEIGHT = "() => Math.ceil(document.documentElement.getBoundingClientRect().height)"
 
 
-def test_demo_frames_opened_from_disk_fit_their_content_and_follow_the_theme(
-        on_disk: DiskSession, built_book: Path, chapters: list[str]) -> None:
+def frames_fit_and_follow_the_theme(session: Session, paths: list[str]) -> None:
     """At 1280 px, every demo frame is exactly as tall as its document (nothing clipped, no gap),
     and shows the colour mode the reader picks with the book's switcher."""
-    on_disk.errors.clear()
+    session.errors.clear()
     wrong, stale = [], []
-    for path in demo_pages(built_book, chapters):
-        page = on_disk.open(path)
+    for path in paths:
+        page = session.open(path)
         frames = page.locator(".gpubook-demo iframe")
         for i in range(frames.count()):
             el = frames.nth(i)
@@ -140,7 +139,22 @@ def test_demo_frames_opened_from_disk_fit_their_content_and_follow_the_theme(
         page.close()
     assert not wrong, "demo frames not sized to their content from disk:\n" + "\n".join(wrong)
     assert not stale, "demo frames that do not follow the book's theme from disk:\n" + "\n".join(stale)
-    assert not on_disk.errors, "console errors:\n" + "\n".join(on_disk.errors[:10])
+    assert not session.errors, "console errors:\n" + "\n".join(session.errors[:10])
+
+
+def test_demo_frames_opened_from_disk_fit_their_content_and_follow_the_theme(
+        on_disk: DiskSession, built_book: Path, chapters: list[str]) -> None:
+    frames_fit_and_follow_the_theme(on_disk, demo_pages(built_book, chapters))
+
+
+def test_demo_frames_served_fit_their_content_and_follow_the_theme(
+        browser: object, served_book: str, built_book: Path, chapters: list[str]) -> None:
+    s = Session(browser, served_book)
+    try:
+        frames_fit_and_follow_the_theme(s, demo_pages(built_book, chapters))
+        s.assert_clean()
+    finally:
+        s.close()
 
 
 def test_downloaded_notebooks_carry_the_glued_values(on_disk: DiskSession, chapters: list[str]) -> None:
