@@ -6,7 +6,7 @@ project = "Taming Blackwell"
 author = "The Taming Blackwell authors"
 copyright = "2026, " + author
 
-extensions = ["myst_nb", "sphinx_design", "sphinx_copybutton", "gpubook.book.sphinxext"]
+extensions = ["myst_nb", "sphinx_design", "sphinx_copybutton", "gpubook.book.sphinxext", "gpubook.book.reading"]
 exclude_patterns = [
     "_build", ".venv", "notebooks", "README.md", "tests", ".pytest_cache", "**/.ipynb_checkpoints",
     ".jupyter_cache", ".kernel_cache", ".export*", ".selftest*", ".gpu-runtime", "results",
@@ -86,6 +86,9 @@ html_css_files = ["book.css", "print.css"]
 # Figures open at full size on a click (a link to the image itself without the script).
 html_js_files = [("lightbox.js", {"defer": "defer"})]
 html_favicon = "_static/favicon.svg"
+# Search results take their summaries from the text the build writes (gpubook.book.reading), not
+# from fetching each page, which a book opened from disk may not do.
+html_show_search_summary = False
 # Everything a page needs is served from the build itself: the book reads offline.
 mathjax_path = "vendor/mathjax/tex-chtml-full.js"  # MathJax 3.2.2, see _static/vendor/mathjax
 # Chapters listed in the left sidebar, from the root, instead of across the header.

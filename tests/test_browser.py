@@ -180,7 +180,9 @@ def parse_title(path: Path) -> str:
 
 
 def test_each_chapter_downloads_its_notebook(shared_pages: SharedPages, chapters: list[str], tmp_path: Path) -> None:
-    """The download link yields the chapter's paired notebook: valid nbformat, same cells as notebooks/."""
+    """The download link yields the chapter's paired notebook, valid nbformat: the same code cells
+    as notebooks/, the same Markdown except that each glue role or directive is the value the
+    book shows (no ``{glue`` left for plain Jupyter to show as written)."""
     import nbformat
 
     for path in chapters:
@@ -196,9 +198,26 @@ def test_each_chapter_downloads_its_notebook(shared_pages: SharedPages, chapters
         nb = nbformat.read(str(local), as_version=4)
         nbformat.validate(nb)
         paired = nbformat.read(str(ROOT / "notebooks" / local.name), as_version=4)
-        assert [c.source for c in nb.cells] == [c.source for c in paired.cells], f"{path}: not its paired notebook"
+        assert [c.cell_type for c in nb.cells] == [c.cell_type for c in paired.cells], f"{path}: not its paired notebook"
+        for got, want in zip(nb.cells, paired.cells):
+            if want.cell_type == "markdown":
+                assert "{glue" not in got.source, f"{path}: glue left in the download: {got.source[:200]!r}"
+                assert filled_around_glue(want.source, got.source), \
+                    f"{path}: Markdown differs beyond its glue:\n{want.source[:300]}\n--- downloaded ---\n{got.source[:300]}"
+            else:
+                assert got.source == want.source, f"{path}: not its paired notebook"
         assert Path(path).stem == local.stem
     shared_pages.assert_clean()
+
+
+def filled_around_glue(paired: str, downloaded: str) -> bool:
+    """Whether `downloaded` is `paired` with its glue directives and roles replaced: every piece of
+    `paired` between them is found in `downloaded`, in order, and nothing else differs."""
+    from gpubook.book.notebook_download import DIRECTIVE, ROLE
+
+    pieces = re.split(ROLE.pattern, DIRECTIVE.sub("\0", paired).replace("\0", "{glue}`x`"))[::3]
+    pattern = "(?s)" + "(.*?)".join(re.escape(p) for p in pieces)  # a glued value may be empty
+    return re.fullmatch(pattern, downloaded) is not None
 
 
 def test_runs_on_badge_matches_the_kernels(shared_pages: SharedPages, chapters: list[str]) -> None:

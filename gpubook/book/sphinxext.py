@@ -7,9 +7,8 @@ sm_90+ (portable), sm_90a (Hopper only, wgmma) and sm_100a (Blackwell only); a p
 groups names each with its count. A page of no recorded kernel falls back on its compile
 reports ("compiled for sm_100a (+sm_90a)", "... only"). Whether the page launches any kernel is
 read off its checks, which say where they passed (here, or in a replay) or why they did not
-run here. The download link points at the chapter's paired notebook
-(``notebooks/<name>.ipynb``, the jupytext pair, without outputs), copied into the build under
-``_notebooks/``.
+run here. The download link points at the chapter's notebook under ``_notebooks/``
+(its jupytext pair, glued values filled in: ``gpubook.book.reading``).
 
 The interactive demos under ``_static/demos/`` take every hardware number they show from
 ``_static/demos/book-data.js``, written here at build time from ``gpubook.hardware``: the
@@ -22,7 +21,6 @@ import html
 import json
 import os
 import re
-import shutil
 import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -294,13 +292,7 @@ def on_build_finished(app: Sphinx, exc: Exception | None) -> None:
     # folder whole: the macros would be published as a page of template code.
     for name in THEME_LEFTOVERS:
         (static / name).unlink(missing_ok=True)
-    write_demo_facts(static)
-    out = Path(app.outdir) / NOTEBOOK_DIR
-    for docname in sorted(app.env.found_docs):
-        nb = notebook_of(app, docname)
-        if nb is not None:
-            out.mkdir(exist_ok=True)
-            shutil.copyfile(nb, out / nb.name)
+    write_demo_facts(static)  # the notebooks under _notebooks/: gpubook.book.reading
 
 
 # -- build times: the reading order, and each executed chapter's seconds (gpubook.book.budget) --
