@@ -121,15 +121,17 @@ def test_headings_of_a_tagged_cells_output_become_sections_after_it():
     doc = _doc("Top\n===\n\nIntro.\n\nLater\n-----\n\nText.\n")
     top = doc[0]
     target = nodes.target("", "", ids=["kernels-01"], names=["kernels-01"])
+    second = nodes.target("", "", refid="kernels-02")  # as docutils leaves a target it propagated
     cell = _cell(doc, nodes.paragraph("", "summary"), target, nodes.rubric("", "One", ids=["one"]),
-                 nodes.paragraph("", "table one"), nodes.rubric("", "Two"), nodes.paragraph("", "table two"))
+                 nodes.paragraph("", "table one"), second, nodes.rubric("", "Two", ids=["two", "kernels-02"]),
+                 nodes.paragraph("", "table two"))
     top.insert(top.index(top[1]) + 1, cell)  # after "Intro.", before the section "Later"
     assert kernel_links.split_into_sections(cell, doc) == 2
     sections = [n for n in top.children if isinstance(n, nodes.section)]
     assert [s[0].astext() for s in sections] == ["One", "Two", "Later"]
     assert sections[0]["ids"][0] == "kernels-01" and doc.ids["kernels-01"] is sections[0]
     assert sections[0][1].astext() == "table one" and cell.astext() == "summary"
-    assert sections[1]["ids"] == ["two"]
+    assert sections[1]["ids"] == ["kernels-02", "two"] and len(sections[0]) == 2  # title, table one
 
 
 def test_a_cell_followed_by_text_keeps_its_headings():

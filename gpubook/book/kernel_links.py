@@ -32,6 +32,10 @@ def _tags(cell: nodes.Element) -> list[str]:
     return list((cell.get("cell_metadata") or {}).get("tags") or [])
 
 
+def _is_label(node: nodes.Node | None) -> bool:
+    return isinstance(node, nodes.target) and not node.children
+
+
 def split_into_sections(cell: nodes.Element, document: nodes.document) -> int:
     """Move each rubric of `cell`'s outputs, with what follows it, into a section after the cell;
     return how many sections it made (none where the cell is followed by anything but sections)."""
@@ -44,14 +48,17 @@ def split_into_sections(cell: nodes.Element, document: nodes.document) -> int:
         holder = rubric.parent
         i = holder.index(rubric)
         body = []
-        for sib in holder.children[i + 1:]:
-            if isinstance(sib, nodes.rubric):
+        for j, sib in enumerate(holder.children[i + 1:], i + 1):
+            if isinstance(sib, nodes.rubric) or (_is_label(sib) and j + 1 < len(holder.children)
+                                                 and isinstance(holder.children[j + 1], nodes.rubric)):
                 break
             body.append(sib)
         before = holder.children[i - 1] if i > 0 else None
         ids = list(rubric["ids"])
         names = list(rubric["names"])
-        if isinstance(before, nodes.target) and not before.children:
+        named: list[str] = []  # the ids the target names: the section's own, first
+        if _is_label(before):
+            named = [*before["ids"], *([before["refid"]] if before.get("refid") else [])]
             ids += [x for x in before["ids"] if x not in ids]
             names += [x for x in before["names"] if x not in names]
             if before.get("refid") and before["refid"] not in ids:
@@ -59,8 +66,7 @@ def split_into_sections(cell: nodes.Element, document: nodes.document) -> int:
             holder.remove(before)
         for n in [rubric, *body]:
             holder.remove(n)
-        named = {nodes.make_id(n) for n in names}
-        ids.sort(key=lambda x: x not in named)  # the id a target gave first: the section's own
+        ids.sort(key=lambda x: x not in named)
         title = nodes.title("", "", *rubric.children)
         section = nodes.section("", title, *body, ids=ids or [nodes.make_id(rubric.astext())], names=names)
         for i_ in section["ids"]:
