@@ -69,8 +69,9 @@ def test_each_chapter_has_a_heading_and_each_kernel_row_an_anchor(tmp_path):
     rows = matrix.kernel_rows_from(built, joined()[1], joined()[2])
     (tmp_path / "01-execution-model.md").write_text("# 1. Map the machine\n")
     text = appendix.chapter_sections(rows, tmp_path)
-    assert "(kernels-01-execution-model)=\n## 1. Map the machine\n\n**{doc}`01-execution-model`**: 3 kernels." in text
-    assert "(kernels-08-gemm-basics)=\n## 08-gemm-basics\n\n**`08-gemm-basics`**: 2 kernels." in text
+    assert ("(kernels-01-execution-model)=\n## 1. Map the machine\n\n"
+            "3 kernels, built in **{doc}`the chapter <01-execution-model>`**.") in text
+    assert "(kernels-08-gemm-basics)=\n## 08-gemm-basics\n\n2 kernels, built in **`08-gemm-basics`**." in text
     # a chapter the build holds: a link to its cell; one it lacks: the anchor alone
     assert '* - <a class="gpubook-kernel" id="kernel-01-vadd" href="01-execution-model.html#kernel-01-vadd">' in text
     assert '* - <span class="gpubook-kernel" id="kernel-08-gemm-v1">`gemm_v1`</span>' in text

@@ -134,7 +134,7 @@ def summary(table_rows: list[dict[str, Any]], chapters_dir: Path | str | None = 
         title = chapter_title(chapter, chapters_dir).replace("|", "/")
         body.append([f"[{title}](#{section_id(chapter)})"] + [str(c[k]) for k in SUMMARY_COLUMNS[1:-1]]
                     + [c["strongest"]])
-    return _list_table(SUMMARY_COLUMNS, body, "gpubook-matrix gpubook-matrix-summary", "30 8 9 9 8 9 7 20")
+    return _list_table(SUMMARY_COLUMNS, body, "gpubook-matrix gpubook-matrix-summary", "24 9 10 10 9 10 8 20")
 
 
 def _kernel_cell(r: dict[str, Any], repeated: set[str], anchor: tuple[str, int | None] | None,
@@ -146,6 +146,10 @@ def _kernel_cell(r: dict[str, Any], repeated: set[str], anchor: tuple[str, int |
     if cell is not None and chapter_there:
         return f'<a class="gpubook-kernel" id="{kid}" href="{r["chapter"]}.html#{kid}">{name}</a>'
     return f'<span class="gpubook-kernel" id="{kid}">{name}</span>'
+
+
+def _chapter_link(chapter: str, there: bool) -> str:
+    return f"{{doc}}`the chapter <{chapter}>`" if there else f"`{chapter}`"
 
 
 def chapter_sections(table_rows: list[dict[str, Any]], chapters_dir: Path | str | None = None) -> str:
@@ -161,7 +165,7 @@ def chapter_sections(table_rows: list[dict[str, Any]], chapters_dir: Path | str 
         c = chapter_counts(rs)
         there = (d / f"{chapter}.md").is_file()
         out += [f"({section_id(chapter)})=", f"## {chapter_title(chapter, d)}", "",
-                f"**{matrix.chapter_ref(chapter, d)}**: {c['kernels']} kernel{'s' * (c['kernels'] != 1)}.", ""]
+                f"{c['kernels']} kernel{'s' * (c['kernels'] != 1)}, built in **{_chapter_link(chapter, there)}**.", ""]
         body, anchored = [], set()
         for r in rs:
             key = _build_key(r)
@@ -169,7 +173,7 @@ def chapter_sections(table_rows: list[dict[str, Any]], chapters_dir: Path | str 
             anchored.add(key)
             body.append([_kernel_cell(r, repeated, anchor, there), matrix.compiled(r), matrix._verified(r),
                          matrix._speed(r["perf"]), matrix.stress(r)])
-        out.append(_list_table(TABLE_COLUMNS, body, "gpubook-matrix", "18 14 46 12 10"))
+        out.append(_list_table(TABLE_COLUMNS, body, "gpubook-matrix", "19 13 42 13 13"))
     return "\n".join(out)
 
 
