@@ -150,3 +150,20 @@ def test_a_cell_that_built_kernels_carries_their_anchors_and_one_back_link():
     assert para.astext() == "In appendix A: tma_copy, tma_copy"
     assert [r["refuri"] for r in para.findall(nodes.reference)] == [
         "A-verification-matrix.html#kernel-05-tma-copy", "A-verification-matrix.html#kernel-05-tma-copy-2"]
+
+
+def test_the_cell_a_build_records_is_the_count_the_executed_page_shows():
+    """In a notebook, `current_cell` is the execution count of the cell running it, the number
+    the executed page gives that cell (the shell's own count already names the next cell)."""
+    import inspect
+
+    import nbformat
+    from nbclient import NotebookClient
+
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(inspect.getsource(manifest.current_cell)),
+                                         nbformat.v4.new_code_cell("x = 1"),
+                                         nbformat.v4.new_code_cell("print(current_cell())"),
+                                         nbformat.v4.new_code_cell("print(current_cell())")])
+    NotebookClient(nb, timeout=60, kernel_name="python3").execute()
+    for cell in nb.cells[2:]:
+        assert cell.outputs[0]["text"].strip() == str(cell.execution_count)

@@ -52,9 +52,10 @@ def current_cell() -> int | None:
         from IPython import get_ipython
     except ImportError:
         return None
-    shell = get_ipython()
-    count = getattr(shell, "execution_count", None)
-    return count if isinstance(count, int) and shell.__class__.__name__ != "TerminalInteractiveShell" else None
+    # the running cell's result carries its count (the shell's own count may be the next cell's)
+    running = getattr(getattr(get_ipython(), "displayhook", None), "exec_result", None)
+    count = getattr(running, "execution_count", None)
+    return count if isinstance(count, int) else None
 
 
 def entry(kernel: Any) -> dict[str, Any]:
