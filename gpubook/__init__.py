@@ -2,11 +2,11 @@
 
 Layers, each importing only those below it (tests/test_layers.py checks the import graph):
 
-    book      sphinxext, reading, notebook_download (the build), lessons, the GEMM ladder as the chapters show it (gemm, ladder, gemm_hopper),
+    book      sphinxext, reading, notebook_download, kernel_links (the build), lessons, the GEMM ladder as the chapters show it (gemm, ladder, gemm_hopper),
               timings (what a chapter may say of its timed kernels)
     models    roofline, schedule, layouts, plots, fa4, fa4_timeline, fa4_protocol, gemm_model, pipeline_model, lowprec
     verify    check, compare, coverage, describe, export, replay, verdicts, simulate, sim_worker, matrix,
-              manifest, gemm_check, static
+              appendix, manifest, gemm_check, static
     run       runtime, guard, bench, timer, protocol, environment, baselines, outcheck, clocks, trace, record, pack
     compile   toolchain, build, hooks, report, signature, lowering, mbarrier, tmem, lint, ptxflow
     facts     hardware, numbers, results, paths, stats
@@ -21,7 +21,7 @@ from .compile import (build as _build_module, lint, lowering, mbarrier, report, 
                       txbytes)
 from .run import (baselines, bench as _bench_module, clocks, environment, guard, outcheck, pack, protocol,
                   record, runtime, timer, trace as _trace_module)
-from .verify import (check as _check_module, compare as _compare_module, coverage, describe, export,
+from .verify import (appendix, check as _check_module, compare as _compare_module, coverage, describe, export,
                      gemm_check, matrix, replay, simulate, static, verdicts)
 from .models import fa4, fa4_protocol, fa4_timeline, gemm_model, layouts, lowprec, pipeline_model, plots, roofline, schedule
 from .book import gemm, gemm_hopper, headline, ladder, lessons, timings

@@ -18,7 +18,11 @@ The manifest lies in a folder of its own: every results/*.json is read as a run.
 The file (format 1):
 {"format": 1,
  "chapters": {"<chapter>": [{"name": str, "arch": primary build, "runs_on": [arch, ...],
-                             "not_built": {arch: reason}, "fingerprint": str}, ...]}}
+                             "not_built": {arch: reason}, "fingerprint": str,
+                             "cell": int}, ...]}}
+`cell` is the execution count of the notebook cell that built the kernel (the n-th code cell
+executed, as the executed page numbers it): where a page of the book puts the kernel's anchor and
+its link to appendix A (gpubook.book.kernel_links). A build outside a notebook has none.
 Chapters are in book order; a chapter's kernels in the order its cells first build them, one
 entry per (name, script): a kernel built again with the same script is listed once.
 """
@@ -42,12 +46,28 @@ ARCHS = (BLACKWELL, HOPPER)  # the book's targets (a build may also run on the G
 _started: set[Path] = set()  # the chapter files this process has begun
 
 
+def current_cell() -> int | None:
+    """The execution count of the notebook cell running now (None outside a notebook)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return None
+    # the running cell's result carries its count (the shell's own count may be the next cell's)
+    running = getattr(getattr(get_ipython(), "displayhook", None), "exec_result", None)
+    count = getattr(running, "execution_count", None)
+    return count if isinstance(count, int) else None
+
+
 def entry(kernel: Any) -> dict[str, Any]:
-    """What the manifest keeps of one build."""
-    return {"name": kernel.name, "arch": kernel.arch,
-            "runs_on": [a for a in kernel.runs_on if a in ARCHS],
-            "not_built": {a: kernel.not_built[a] for a in ARCHS if a in kernel.not_built},
-            "fingerprint": kernel.fingerprint}
+    """What the manifest keeps of one build (with the cell that built it, in a notebook)."""
+    out = {"name": kernel.name, "arch": kernel.arch,
+           "runs_on": [a for a in kernel.runs_on if a in ARCHS],
+           "not_built": {a: kernel.not_built[a] for a in ARCHS if a in kernel.not_built},
+           "fingerprint": kernel.fingerprint}
+    cell = current_cell()
+    if cell is not None:
+        out["cell"] = cell
+    return out
 
 
 def record(kernel: Any) -> None:
