@@ -12,6 +12,7 @@ in a plain notebook too, and the object's text form is the unified diff itself.
 from __future__ import annotations
 
 import difflib
+import functools
 import html
 import re
 from dataclasses import dataclass, field
@@ -42,9 +43,10 @@ def pair_lines(removed: Sequence[str], added: Sequence[str]) -> list[tuple[int, 
     """(i, j) pairs of a removed line and the added line that replaced it, in order: the most
     alike pair first (at least PAIR_RATIO), then the same on either side of it."""
     pairs: list[tuple[int, int]] = []
+    ratio = functools.lru_cache(maxsize=None)(lambda i, j: _ratio(removed[i], added[j]))
 
     def walk(r0: int, r1: int, a0: int, a1: int) -> None:
-        scored = [(_ratio(removed[i], added[j]), -i, -j) for i in range(r0, r1) for j in range(a0, a1)]
+        scored = [(ratio(i, j), -i, -j) for i in range(r0, r1) for j in range(a0, a1)]
         if not scored or max(scored)[0] < PAIR_RATIO:
             return
         _, i, j = max(scored)
