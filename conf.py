@@ -83,8 +83,9 @@ html_theme = "pydata_sphinx_theme"
 html_title = "Taming Blackwell"
 html_static_path = ["_static"]
 html_css_files = ["book.css", "print.css"]
-# Figures open at full size on a click (a link to the image itself without the script).
-html_js_files = [("lightbox.js", {"defer": "defer"})]
+# Figures open at full size on a click (a link to the image itself without the script); a
+# code line that wraps hangs under its own indentation and breaks only between tokens.
+html_js_files = [("lightbox.js", {"defer": "defer"}), ("codelines.js", {"defer": "defer"})]
 html_favicon = "_static/favicon.svg"
 # Everything a page needs is served from the build itself: the book reads offline.
 mathjax_path = "vendor/mathjax/tex-chtml-full.js"  # MathJax 3.2.2, see _static/vendor/mathjax
