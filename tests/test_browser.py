@@ -814,19 +814,22 @@ def test_demos_read_the_hardware_facts_of_the_build(built_book: Path, demo: str)
 
 
 def test_ladder_diffs_show_added_and_removed_lines_in_colour(shared_pages: SharedPages) -> None:
-    """Each step's diff marks its added and removed lines apart from the context, readably, in
-    both themes; the whole listing is one click away in the folded cell above it."""
+    """Each step's diff marks its added and removed lines apart from the context, and the
+    changed tokens inside them apart from the rest of the line, readably, in both themes; the
+    whole listing is one click away in the folded cell above it."""
     page = shared_pages.page("chapters/09-gemm-pipelines.html")
     with restored(page):
         # the four steps' full listings fold above their diffs
-        assert page.locator("details.hide.above-input").count() == page.locator(".highlight-diff").count() == 4
+        assert page.locator("details.hide.above-input").count() == page.locator(".gpubook-diff").count() == 4
         for theme in THEMES:
             set_theme(page, theme)
             got = page.evaluate("""() => {
               const d = document.querySelector('.highlight-diff');
               const style = s => { const c = getComputedStyle(s); return [c.color, c.backgroundColor]; };
               return {added: style(d.querySelector('.gi')), removed: style(d.querySelector('.gd')),
-                      plain: style(d.querySelector('pre'))};
+                      plain: style(d.querySelector('pre')),
+                      added_token: style(d.querySelector('.gi .gpubook-diff-x')),
+                      removed_token: style(d.querySelector('.gd .gpubook-diff-x'))};
             }""")
             for kind in ("added", "removed"):
                 ink, bg = got[kind]
@@ -834,5 +837,10 @@ def test_ladder_diffs_show_added_and_removed_lines_in_colour(shared_pages: Share
                 # the tint sits on the code box: blend it over the box's own background
                 ratio = contrast(css_luminance(ink), css_luminance(bg if "rgba" not in bg else got["plain"][1]))
                 assert ratio >= 4.5, f"{theme}: {kind} lines read at contrast {ratio:.1f}: {got}"
+                # a changed token stands apart from its line's tint, and reads as well
+                t_ink, t_bg = got[f"{kind}_token"]
+                assert t_bg not in (bg, got["plain"][1]) and "rgba" not in t_bg, f"{theme}: {kind} tokens have no tint: {got}"
+                ratio = contrast(css_luminance(t_ink), css_luminance(t_bg))
+                assert ratio >= 4.5, f"{theme}: {kind} tokens read at contrast {ratio:.1f}: {got}"
             assert got["added"] != got["removed"]
     shared_pages.assert_clean()
