@@ -18,7 +18,9 @@ VISIBLE = 40
 # closed <details>, is not shown), and whether the diff (with its fold) replaces a line by another
 # (a run of removed lines right before a run of added ones) and marks a changed token.
 _DIFFS_JS = """() => {
-  const lines = pre => pre.innerText.replace(/\\n$/, '').split('\\n');
+  const lines = pre => pre.textContent.replace(/\\n$/, '').split('\\n');
+  // shown: laid out and not inside a closed <details> (whose content Chromium lays out hidden)
+  const shownPre = pre => pre.offsetParent !== null && !pre.closest('details:not([open])');
   const out = [];
   for (const block of document.querySelectorAll('article .highlight-diff')) {
     const unit = block.closest('.gpubook-diff') || block;
@@ -27,7 +29,7 @@ _DIFFS_JS = """() => {
     const all = pres.flatMap(lines);
     const replaced = all.some((ln, k) => k > 0 && ln.startsWith('+') && !ln.startsWith('+++')
                                         && all[k - 1].startsWith('-') && !all[k - 1].startsWith('---'));
-    const shown = pres.filter(p => p.offsetParent !== null).flatMap(lines).length;
+    const shown = pres.filter(shownPre).flatMap(lines).length;
     out.push({first: all.slice(0, 3).join(' | ').slice(0, 120), shown, total: all.length, replaced,
               marks: unit.querySelectorAll('.gi .gpubook-diff-x, .gd .gpubook-diff-x').length,
               added: unit.querySelectorAll('.gi').length, removed: unit.querySelectorAll('.gd').length});
