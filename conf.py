@@ -84,8 +84,9 @@ html_theme = "pydata_sphinx_theme"
 html_title = "Taming Blackwell"
 html_static_path = ["_static"]
 html_css_files = ["book.css", "print.css"]
-# Figures open at full size on a click (a link to the image itself without the script).
-html_js_files = [("lightbox.js", {"defer": "defer"})]
+# Figures open at full size on a click (a link to the image itself without the script); a
+# code line that wraps hangs under its own indentation and breaks only between tokens.
+html_js_files = [("lightbox.js", {"defer": "defer"}), ("codelines.js", {"defer": "defer"})]
 html_favicon = "_static/favicon.svg"
 # Search results take their summaries from the text the build writes (gpubook.book.reading), not
 # from fetching each page, which a book opened from disk may not do.

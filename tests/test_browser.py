@@ -634,12 +634,37 @@ def test_the_verification_appendix_fits_and_links_each_chapter(browser: object, 
 # inside its box (a long line wraps), and every word, number or identifier of a table cell on
 # one line (a break at a space or a hyphen is a line break, anything else splits a token).
 _FIT_JS = """() => {
+  // A code block whose lines hang and keep names whole (codelines.js) may scroll, but only by a
+  // single token (no space, no break between tokens) wider than the room its row has: the
+  // block's overflow is no more than that token's.
+  const tokenScrolls = pre => {
+    if (!pre.classList.contains('gpubook-lines')) return false;
+    const box = pre.getBoundingClientRect(), over = pre.scrollWidth - pre.clientWidth;
+    const right = box.left + pre.clientLeft + pre.clientWidth - parseFloat(getComputedStyle(pre).paddingRight);
+    for (const line of pre.querySelectorAll('.gpubook-line')) {
+      const room = right - (line.getBoundingClientRect().left + parseFloat(getComputedStyle(line).paddingLeft));
+      const walk = document.createTreeWalker(line, NodeFilter.SHOW_TEXT | NodeFilter.SHOW_ELEMENT);
+      let run = null, widest = 0, last = null;
+      const close = () => { widest = Math.max(widest, run.getBoundingClientRect().width); run = null; };
+      for (let n = walk.nextNode(); n; n = walk.nextNode()) {
+        if (n.nodeType === 1) { if (n.tagName === 'WBR' && run) { run.setEndBefore(n); close(); } continue; }
+        for (let i = 0; i < n.data.length; i++) {
+          if (/\\s/.test(n.data[i])) { if (run) { run.setEnd(n, i); close(); } }
+          else if (!run) { run = document.createRange(); run.setStart(n, i); }
+        }
+        last = n;
+      }
+      if (run && last) { run.setEnd(last, last.data.length); close(); }
+      if (widest > room + 1 && over <= widest - room + 2) return true;
+    }
+    return false;
+  };
   const cut = [], split = [];
   let blocks = 0, words = 0;
   for (const pre of document.querySelectorAll('article pre')) {
     if (pre.offsetParent === null) continue;
     blocks++;
-    if (pre.scrollWidth > pre.clientWidth + 1) {
+    if (pre.scrollWidth > pre.clientWidth + 1 && !tokenScrolls(pre)) {
       const line = pre.innerText.split('\\n').reduce((a, b) => a.length >= b.length ? a : b, '');
       cut.push(`${pre.scrollWidth - pre.clientWidth} px past the box: ${line.slice(0, 80)}`);
     }
@@ -810,19 +835,22 @@ def test_demos_read_the_hardware_facts_of_the_build(built_book: Path, demo: str)
 
 
 def test_ladder_diffs_show_added_and_removed_lines_in_colour(shared_pages: SharedPages) -> None:
-    """Each step's diff marks its added and removed lines apart from the context, readably, in
-    both themes; the whole listing is one click away in the folded cell above it."""
+    """Each step's diff marks its added and removed lines apart from the context, and the
+    changed tokens inside them apart from the rest of the line, readably, in both themes; the
+    whole listing is one click away in the folded cell above it."""
     page = shared_pages.page("chapters/09-gemm-pipelines.html")
     with restored(page):
         # the four steps' full listings fold above their diffs
-        assert page.locator("details.hide.above-input").count() == page.locator(".highlight-diff").count() == 4
+        assert page.locator("details.hide.above-input").count() == page.locator(".gpubook-diff").count() == 4
         for theme in THEMES:
             set_theme(page, theme)
             got = page.evaluate("""() => {
               const d = document.querySelector('.highlight-diff');
               const style = s => { const c = getComputedStyle(s); return [c.color, c.backgroundColor]; };
               return {added: style(d.querySelector('.gi')), removed: style(d.querySelector('.gd')),
-                      plain: style(d.querySelector('pre'))};
+                      plain: style(d.querySelector('pre')),
+                      added_token: style(d.querySelector('.gi .gpubook-diff-x')),
+                      removed_token: style(d.querySelector('.gd .gpubook-diff-x'))};
             }""")
             for kind in ("added", "removed"):
                 ink, bg = got[kind]
@@ -830,5 +858,10 @@ def test_ladder_diffs_show_added_and_removed_lines_in_colour(shared_pages: Share
                 # the tint sits on the code box: blend it over the box's own background
                 ratio = contrast(css_luminance(ink), css_luminance(bg if "rgba" not in bg else got["plain"][1]))
                 assert ratio >= 4.5, f"{theme}: {kind} lines read at contrast {ratio:.1f}: {got}"
+                # a changed token stands apart from its line's tint, and reads as well
+                t_ink, t_bg = got[f"{kind}_token"]
+                assert t_bg not in (bg, got["plain"][1]) and "rgba" not in t_bg, f"{theme}: {kind} tokens have no tint: {got}"
+                ratio = contrast(css_luminance(t_ink), css_luminance(t_bg))
+                assert ratio >= 4.5, f"{theme}: {kind} tokens read at contrast {ratio:.1f}: {got}"
             assert got["added"] != got["removed"]
     shared_pages.assert_clean()

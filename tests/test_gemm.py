@@ -180,11 +180,12 @@ def test_source_diff_shows_only_the_change():
 
 
 def test_a_shown_diff_names_both_functions_and_counts_the_lines():
-    md = gg.diff_markdown(_old, _new)
-    caption, fence = md.split("\n\n", 1)
-    assert "`_old` to `_new`" in caption and "2 lines out, 2 in" in caption
-    assert fence.startswith("```diff\n") and fence.endswith("\n```")
-    assert "+    y = x + 2" in fence
+    page = gg.diff_html(_old, _new)
+    caption, block = page.split("</p>", 1)
+    assert "<code class=\"docutils literal notranslate\">_old</code> to <code class=\"docutils literal notranslate\">_new</code>" in caption
+    assert "2 lines out, 2 in" in caption
+    assert '<div class="highlight-diff notranslate"><div class="highlight"><pre>' in block
+    assert '<span class="gi">+    y = x + <ins class="gpubook-diff-x">2</ins></span>' in block
 
 
 # -- static facts and sources from the chapters ---------------------------------------------------

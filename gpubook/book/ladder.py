@@ -3,7 +3,6 @@ the next, the Hopper twin of a step, and the ladder's table and figure (with mea
 
 from __future__ import annotations
 
-import difflib
 import inspect
 import os
 import re
@@ -17,6 +16,7 @@ from ..facts.paths import CHAPTERS
 from ..models.gemm_model import *  # noqa: F403
 from ..models.gemm_model import problem
 from ..verify.static import fingerprint
+from .diffs import CONTEXT, Diff, unified
 
 CHAPTERS_DIR = CHAPTERS
 
@@ -72,29 +72,30 @@ def _named_source(f: Callable[..., Any] | str) -> tuple[str, list[str]]:
     return f.__name__, textwrap.dedent(inspect.getsource(f)).splitlines()
 
 
-def source_diff(old: Callable[..., Any] | str, new: Callable[..., Any] | str, context: int = 2) -> str:
+def source_diff(old: Callable[..., Any] | str, new: Callable[..., Any] | str, context: int = CONTEXT) -> str:
     """The unified diff of two functions' source code (what changed from one step to the next);
     either may be given as source text, e.g. a function read from another chapter."""
     (na, a), (nb, b) = _named_source(old), _named_source(new)
-    lines = difflib.unified_diff(a, b, fromfile=na, tofile=nb, n=context, lineterm="")
-    return "\n".join(lines)
+    return "\n".join(unified(a, b, na, nb, context))
 
 
-def diff_markdown(old: Callable[..., Any] | str, new: Callable[..., Any] | str, context: int = 2) -> str:
-    """A caption naming both functions and the lines changed, then the diff as a ``diff`` code
-    block (highlighted line by line); the whole new listing is the folded cell above it."""
-    (na, _), (nb, _) = _named_source(old), _named_source(new)
-    removed, added = diff_counts(old, new)
-    caption = (f"**What changed from `{na}` to `{nb}`:** {removed} lines out, {added} in. "
-               f"The whole of `{nb}` is in the folded cell above.")
-    return f"{caption}\n\n```diff\n{source_diff(old, new, context)}\n```"
+def source_diff_view(old: Callable[..., Any] | str, new: Callable[..., Any] | str,
+                     context: int = CONTEXT) -> Diff:
+    """The diff as a reader takes it in (`diffs.Diff`): a caption naming both functions and the
+    lines changed, at most `diffs.VISIBLE` lines of it with the changed tokens of each replaced
+    line marked, and the rest folded; the whole new listing is the folded cell above it."""
+    (na, a), (nb, b) = _named_source(old), _named_source(new)
+    return Diff.of(a, b, na, nb, context)
 
 
-def show_diff(old: Callable[..., Any] | str, new: Callable[..., Any] | str, context: int = 2) -> Any:
-    """`diff_markdown` for a notebook cell to display."""
-    from IPython.display import Markdown
+def diff_html(old: Callable[..., Any] | str, new: Callable[..., Any] | str, context: int = CONTEXT) -> str:
+    """`source_diff_view` as HTML."""
+    return source_diff_view(old, new, context)._repr_html_()
 
-    return Markdown(diff_markdown(old, new, context))
+
+def show_diff(old: Callable[..., Any] | str, new: Callable[..., Any] | str, context: int = CONTEXT) -> Diff:
+    """`source_diff_view` for a notebook cell to display (HTML, and the unified diff as text)."""
+    return source_diff_view(old, new, context)
 
 
 def chapter_source(chapter: str, name: str, chapters_dir: Path | str | None = None) -> str:
@@ -146,8 +147,8 @@ def load_factory(chapter: str, name: str, namespace: dict[str, Any],
 
 def diff_counts(old: Callable[..., Any] | str, new: Callable[..., Any] | str) -> tuple[int, int]:
     """(lines removed, lines added) from `old` to `new`."""
-    lines = source_diff(old, new, 0).splitlines()[2:]
-    return (sum(ln.startswith("-") for ln in lines), sum(ln.startswith("+") for ln in lines))
+    d = source_diff_view(old, new, 0)
+    return d.removed, d.added
 
 
 # Blackwell step -> the step of chapter 10H (the same pipeline on Hopper's wgmma) it mirrors.
