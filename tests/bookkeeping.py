@@ -28,6 +28,12 @@ from pathlib import Path
 
 HIDDEN_TAGS = frozenset({"remove-cell", "remove-input", "hide-input"})
 
+# Chapters being restructured on their own, held only to the glue-only rule
+# (`bookkeeping_cells(..., tables=False)`) until that work is merged; then this set goes.
+NOT_YET_CHECKED = frozenset({
+    "10-gemm-full-speed", "10H-gemm-hopper", "11B-fa4-blackwell", "11H-flash-attention-hopper",
+})
+
 _TABLE_FUNC = re.compile(r"^(markdown|\w+_markdown|\w+_table|tally)$")
 _DISPLAY_CLASSES = {"Markdown", "HTML"}
 
@@ -123,31 +129,35 @@ def _free(tree: ast.Module) -> set[str]:
 class _Cell:
     """Walks one cell's statements; records whether each is bookkeeping, and what it stores."""
 
-    def __init__(self) -> None:
+    def __init__(self, tables: bool) -> None:
+        self.tables = tables  # False: the narrower rule of glue-only cells
         self.text_names: set[str] = set()
         self.text_funcs: set[str] = set()
         self.kept: set[str] = set()  # names that must stay unread by later cells
         self.feeds = False  # glues, or shows a table
 
     def quiet(self, stmt: ast.stmt) -> bool:
-        if isinstance(stmt, (ast.Import, ast.ImportFrom, ast.Pass, ast.Continue, ast.Break)):
+        if isinstance(stmt, (ast.Import, ast.ImportFrom)):
             return True
+        if isinstance(stmt, (ast.Pass, ast.Continue, ast.Break)):
+            return self.tables
         if isinstance(stmt, ast.Expr):
             v = stmt.value
-            if _is_glue_call(v) or _is_display_table(v, self.text_funcs) or _is_table(v, self.text_funcs):
+            if _is_glue_call(v) or (self.tables and (_is_display_table(v, self.text_funcs)
+                                                     or _is_table(v, self.text_funcs))):
                 self.feeds = True
                 return True
-            return isinstance(v, ast.Constant) and isinstance(v.value, str)  # a docstring
+            return self.tables and isinstance(v, ast.Constant) and isinstance(v.value, str)  # a docstring
         if isinstance(stmt, (ast.Assign, ast.AugAssign, ast.AnnAssign)):
             if _shows(stmt):
                 return False
-            if _is_text(stmt.value, self.text_names, self.text_funcs):
+            if self.tables and _is_text(stmt.value, self.text_names, self.text_funcs):
                 self.text_names |= _stored(stmt)
             else:
                 self.kept |= _stored(stmt)
             return True
         if isinstance(stmt, ast.FunctionDef):
-            if _text_function(stmt, self.text_funcs):
+            if self.tables and _text_function(stmt, self.text_funcs):
                 self.text_funcs.add(stmt.name)
                 return True
             return False
@@ -156,12 +166,14 @@ class _Cell:
         if isinstance(stmt, ast.If):
             return all(self.quiet(s) for s in stmt.body + stmt.orelse)
         if isinstance(stmt, ast.With):
-            return all(self.quiet(s) for s in stmt.body)
+            return self.tables and all(self.quiet(s) for s in stmt.body)
         return False
 
 
-def bookkeeping_cells(sources: list[str]) -> list[int]:
-    """Indexes (into `sources`, the code cells in order) of the bookkeeping cells."""
+def bookkeeping_cells(sources: list[str], tables: bool = True) -> list[int]:
+    """Indexes (into `sources`, the code cells in order) of the bookkeeping cells.
+
+    tables=False applies only the narrower rule of cells that feed glue and show nothing."""
     trees: list[ast.Module | None] = []
     for src in sources:
         try:
@@ -174,7 +186,7 @@ def bookkeeping_cells(sources: list[str]) -> list[int]:
     for i, tree in enumerate(trees):
         if tree is None or not tree.body:
             continue
-        cell = _Cell()
+        cell = _Cell(tables)
         if not all(cell.quiet(s) for s in tree.body) or not cell.feeds:
             continue
         live = False
