@@ -87,10 +87,11 @@ def test_every_page_reaches_the_index_from_its_sidebar(shared_pages: SharedPages
         nav = page.locator("nav.bd-docs-nav a[href$='genindex.html']")
         assert nav.count() == 1, f"{path}: no link to the index in the sidebar"
         assert nav.first.is_visible(), f"{path}: the index link is hidden"
-    page = shared_pages.page(chapters[0])
+    page = shared_pages.session.open(chapters[0])   # a page of its own: the click leaves it
     page.locator("nav.bd-docs-nav a[href$='genindex.html']").first.click()
     page.wait_for_load_state()
     assert page.url.endswith("genindex.html") and page.locator("table.genindextable a").count() >= 40
+    page.close()
     shared_pages.assert_clean()
 
 
