@@ -9,14 +9,14 @@ Layers, each importing only those below it (tests/test_layers.py checks the impo
               appendix, manifest, gemm_check, static
     run       runtime, guard, bench, timer, protocol, environment, baselines, outcheck, clocks, trace, record, pack
     compile   toolchain, build, hooks, report, signature, lowering, mbarrier, tmem, lint, ptxflow
-    facts     hardware, numbers, results, paths, stats
+    facts     hardware, numbers, results, paths, stats, published, sources
 
 models and verify do not import each other. Chapters use `import gpubook as gb` (gb.build,
 gb.check, gb.bench, gb.tmem, ...) and `from gpubook import lint, gemm as gg, ...`: the modules
 below are bound here by their short names.
 """
 
-from .facts import hardware, numbers, paths, results, stats
+from .facts import hardware, numbers, paths, published, results, sources, stats
 from .compile import (build as _build_module, lint, lowering, mbarrier, report, signature, tmem, toolchain,
                       txbytes)
 from .run import (baselines, bench as _bench_module, clocks, environment, guard, outcheck, pack, protocol,

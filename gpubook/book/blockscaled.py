@@ -257,4 +257,4 @@ def plot_errors(names: Sequence[str], groups: dict[str, Sequence[float]], xlabel
         ax.barh(ys, vals, height=h, color=colors[n % len(colors)], label=group, gid=f"errors-{n}")
         for y, v in zip(ys, vals):
             ax.text(v * 1.15, y, f"{v:.1e}", va="center", fontsize=SIZES["note"], color=PALETTE["black"])
-    return finish_log_rows(fig, ax, names, (min(values) / 3, max(values) * 12), xlabel, "lower right")
+    return finish_log_rows(fig, ax, names, (min(values) / 3, max(values) * 12), xlabel, "above")

@@ -4,6 +4,7 @@ the next, the Hopper twin of a step, and the ladder's table and figure (with mea
 from __future__ import annotations
 
 import inspect
+import math
 import os
 import re
 import textwrap
@@ -264,7 +265,10 @@ def plot_ladder(rows: Sequence[Row], gpu: GPU = B200) -> Any:
 
     fig, ax = _new_axes(None, size=(PAGE_WIDTH_IN, 4.2))
     xs = list(range(len(rows)))
-    ax.bar(xs, [r.bound.tflops for r in rows], width=0.6, color=PALETTE["sky"],
+    shown = [r.bound.tflops for r in rows] + [r.published for r in rows if r.published] + \
+        [r.measured_tflops for r in rows if r.measured_tflops]
+    base = log_base(shown)
+    ax.bar(xs, [r.bound.tflops - base for r in rows], bottom=base, width=0.6, color=PALETTE["sky"],
            label="model bound (roofline + Little's law)", gid="bound")
     pub = [(x, r.published) for x, r in zip(xs, rows) if r.published]
     ax.plot([p[0] for p in pub], [p[1] for p in pub], "D", color=PALETTE["vermillion"], ms=7,
@@ -278,7 +282,7 @@ def plot_ladder(rows: Sequence[Row], gpu: GPU = B200) -> Any:
     ax.axhline(gpu.bf16_flops / 1e12, color=PALETTE["grey"], ls="--", lw=1,
                label=f"{gpu.name} dense fp16 peak, {gpu.bf16_flops / 1e12:,.0f} TFLOP/s")
     ax.set_yscale("log")
-    ax.set_ylim(1, gpu.bf16_flops / 1e12 * 3)
+    ax.set_ylim(base, gpu.bf16_flops / 1e12 * 3)
     ax.set_xticks(xs)
     shapes = {r.shape for r in rows}
     if len(shapes) == 1:   # one shape for every step: said once, in the axis label, not under each bar
@@ -289,6 +293,14 @@ def plot_ladder(rows: Sequence[Row], gpu: GPU = B200) -> Any:
                            fontsize=SIZES["tick"])
     ax.set_ylabel("TFLOP/s (log scale)")
     ax.grid(True, axis="y", color="#dddddd", lw=0.6)
-    ax.legend(loc="lower right", fontsize=SIZES["legend"], facecolor="white", framealpha=1.0)
+    # over the axes, in two columns: inside them it would cover a bar
+    ax.legend(loc="lower center", bbox_to_anchor=(0.5, 1.0), ncol=2, fontsize=SIZES["legend"],
+              facecolor="white", framealpha=1.0)
     fig.tight_layout()
     return fig
+
+
+def log_base(values: Sequence[float]) -> float:
+    """The base of bars on a log axis: the largest power of ten at most half the smallest
+    value, so that the shortest bar still shows and no decade of the axis is empty."""
+    return 10.0 ** math.floor(math.log10(min(values) / 2))

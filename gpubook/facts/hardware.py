@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import sources as _src
+
 SOURCES = (
     "NVIDIA datasheets as tabulated in stas00/ml-engineering (compute/accelerator/README.md) "
     "and Dao-AILab/flash-attention (benchmarks/benchmark_attn.py); TMEM geometry from the "
@@ -11,6 +13,13 @@ SOURCES = (
     "C++ Programming Guide (arithmetic instruction throughput); the H200's L2 size as "
     "cudaDevAttrL2CacheSize reports it."
 )
+# the same sources as links, in SOURCES' order (the L2 figure is a device query, not a document)
+SOURCE_LINKS = (_src.ML_ENGINEERING, _src.FLASH_ATTENTION_BENCH, _src.PTX_ISA, _src.CUDA_GUIDE)
+
+
+def sources_markdown() -> str:
+    """The hardware table's sources as one line of Markdown links."""
+    return _src.markdown_list(SOURCE_LINKS)
 
 # dtype spellings -> which peak a FLOP rate of that dtype is measured against
 _PEAK_OF_DTYPE = {
@@ -43,6 +52,7 @@ class GPU:
     sfu_per_sm: int = 16  # special-function (MUFU: exp2, rcp, ...) results per SM per clock
     fp4_flops: float = 0.0  # FLOP/s, dense fp4 tensor core (NVFP4, MXFP4); 0 where there is none
     source: str = SOURCES
+    source_links: tuple[_src.Source, ...] = SOURCE_LINKS
 
     @property
     def ridge_bf16(self) -> float:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from . import sources as _src
+
 FA4_SHAPE = dict(batch=1, heads=32, seqlen=8192, head_dim=128, dtype="float16")
 
 TIRX_KERNELS = ("mlc-ai/TIRx-kernels, commit f495258, tirx_kernels/bench_suite/baseline.md "
@@ -17,6 +19,11 @@ FA4_PAPER = ("FlashAttention-4, arXiv 2603.05451: forward pass up to 1613 TFLOP/
              "BF16, B200")
 FA4_PAPER_TFLOPS = 1613.0
 FLASH_ATTENTION = "Dao-AILab/flash-attention, commit 0251105a2fb19d2957484b7f023cd8c115286ced"
+# where each of them can be read: a chapter prints the text above as the label of its link
+TIRX_KERNELS_LINK = _src.Source(TIRX_KERNELS, _src.TIRX_KERNELS_BASELINE.url)
+FA4_PAPER_LINK = _src.Source(FA4_PAPER, _src.FA4_PAPER.url)
+FLASH_ATTENTION_LINK = _src.Source(
+    FLASH_ATTENTION, "https://github.com/Dao-AILab/flash-attention/tree/0251105a2fb19d2957484b7f023cd8c115286ced")
 
 # FlashAttention-3 (Shah et al., arXiv 2407.08608), figure 5: forward pass, FP16/BF16, on an H100
 # 80GB SXM5, batch · length = 16k and heads · head dim = 2048. At head dim 128 without a mask its
@@ -24,6 +31,7 @@ FLASH_ATTENTION = "Dao-AILab/flash-attention, commit 0251105a2fb19d2957484b7f023
 # head dim 256 figure, not a d = 128 one.
 FA3_PAPER = ("FlashAttention-3, arXiv 2407.08608, figure 5: forward, FP16/BF16, H100 80GB SXM5, "
              "head dim 128, no mask, sequence length 16k")
+FA3_PAPER_LINK = _src.Source(FA3_PAPER, _src.FA3_PAPER.url)
 FA3_PAPER_D128_TFLOPS = 648.0
 FA3_PAPER_UP_TO_TFLOPS = 740.0     # the abstract's figure, at head dim 256
 
@@ -69,3 +77,9 @@ def fa4_published_cell(causal: bool) -> str:
         gqa = [f.tflops for f in FA4_FIGURES if f.kernel == "TIRx FA4" and f.kv_heads < 32]
         cell += f"; {min(gqa):,.0f}–{max(gqa):,.0f} with GQA (TIRx); up to {FA4_PAPER_TFLOPS:,.0f} (FA4 paper, BF16)"
     return cell
+
+
+def sources_markdown() -> str:
+    """Every published source of this module as a Markdown link, one per line of a list."""
+    return "\n".join(f"- {s.markdown()}" for s in (TIRX_KERNELS_LINK, FA4_PAPER_LINK, FLASH_ATTENTION_LINK,
+                                                     FA3_PAPER_LINK))

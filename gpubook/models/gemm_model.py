@@ -10,6 +10,7 @@ from typing import Any
 
 from ..facts.hardware import B200, GPU, REGISTERS_PER_SM
 from ..facts.numbers import SMALLEST_SUBNORMAL, UNIT_ROUNDOFF  # noqa: F401 - gg.UNIT_ROUNDOFF
+from ..facts.sources import MLSYS_REPO, TIRX_KERNELS_BASELINE
 from .roofline import gemm_bytes, gemm_flops
 from ..compile.signature import KernelCallError
 
@@ -191,6 +192,7 @@ def ctas_per_sm(kernel: Any, tmem_cols: int, gpu: GPU = B200, threads: int = 128
 # -- published figures and measurements --------------------------------------------------------
 PUBLISHED_SOURCE = ("mlc-ai/modern-gpu-programming-for-mlsys (commit 0fdad07), GEMM chapter, "
                     "\"End-to-End Results\": NVIDIA B200, M = N = K = 4096, fp16, locked clocks")
+PUBLISHED_LINK = MLSYS_REPO  # the repository at that commit
 # Milliseconds of the matching step of that ladder (its steps 1-3 are synchronous, one tile per
 # CTA; its step 1 figure is of a full-matrix variant of the single-tile data path). Steps it
 # does not report are absent.
@@ -211,6 +213,13 @@ PUBLISHED_LADDER_STEP9 = 1462.0
 PUBLISHED_SOTA_CUBLAS_US = 93.67  # baseline.md's cuBLAS at fp16 4096³, the same run as step 11's
 PUBLISHED_SOTA_SOURCE = ("mlc-ai/TIRx-kernels (commit f495258), tirx_kernels/gemm/fp16_bf16_gemm.py and "
                          "bench_suite/baseline.md: NVIDIA B200, fp16 4096³ (bf16 8192³: 1595 TFLOP/s)")
+PUBLISHED_SOTA_LINK = TIRX_KERNELS_BASELINE
+
+
+def published_source_markdown(sota: bool = False) -> str:
+    """PUBLISHED_SOURCE (or PUBLISHED_SOTA_SOURCE) as a Markdown link to where it can be read."""
+    text, link = (PUBLISHED_SOTA_SOURCE, PUBLISHED_SOTA_LINK) if sota else (PUBLISHED_SOURCE, PUBLISHED_LINK)
+    return f"[{text}]({link.url})"
 
 
 def published_tflops(step: int) -> float | None:

@@ -288,7 +288,8 @@ def plot_capacity(names: Sequence[str], values: dict[str, Sequence[float]], xlab
 def finish_log_rows(fig: Figure, ax: Axes, names: Sequence[str], xlim: tuple[float, float],
                     xlabel: str, legend: str) -> Figure:
     """The common ending of a chart of horizontal bars on a log axis: one row per name, the
-    first on top, a light vertical grid behind the bars, the legend at `legend`."""
+    first on top, a light vertical grid behind the bars, the legend at `legend` (a `loc`, or
+    "above" the axes)."""
     ax.set_yticks(list(range(len(names))), list(names))
     ax.set_xscale("log")
     ax.set_xlim(*xlim)
@@ -296,7 +297,10 @@ def finish_log_rows(fig: Figure, ax: Axes, names: Sequence[str], xlim: tuple[flo
     ax.invert_yaxis()
     ax.grid(True, axis="x", color="#dddddd", lw=0.6)
     ax.set_axisbelow(True)
-    ax.legend(loc=legend, fontsize=SIZES["legend"], facecolor="white", framealpha=1.0)
+    above = legend == "above"  # in one row over the axes, where it covers no bar and no label
+    ax.legend(loc="lower center" if above else legend, bbox_to_anchor=(0.5, 1.0) if above else None,
+              ncol=len(ax.get_legend_handles_labels()[1]) if above else 1, fontsize=SIZES["legend"],
+              facecolor="white", framealpha=1.0)
     fig.tight_layout()
     return fig
 
