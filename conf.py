@@ -6,7 +6,7 @@ project = "Taming Blackwell"
 author = "The Taming Blackwell authors"
 copyright = "2026, " + author
 
-extensions = ["myst_nb", "sphinx_design", "sphinx_copybutton", "gpubook.book.sphinxext"]
+extensions = ["myst_nb", "sphinx_design", "sphinx_copybutton", "gpubook.book.sphinxext", "gpubook.book.tables"]
 exclude_patterns = [
     "_build", ".venv", "notebooks", "README.md", "tests", ".pytest_cache", "**/.ipynb_checkpoints",
     ".jupyter_cache", ".kernel_cache", ".export*", ".selftest*", ".gpu-runtime", "results",
