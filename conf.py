@@ -7,7 +7,7 @@ author = "The Taming Blackwell authors"
 copyright = "2026, " + author
 
 extensions = ["myst_nb", "sphinx_design", "sphinx_copybutton", "gpubook.book.sphinxext", "gpubook.book.reading",
-              "gpubook.book.kernel_links"]
+              "gpubook.book.kernel_links", "gpubook.book.tables"]
 exclude_patterns = [
     "_build", ".venv", "notebooks", "README.md", "tests", ".pytest_cache", "**/.ipynb_checkpoints",
     ".jupyter_cache", ".kernel_cache", ".export*", ".selftest*", ".gpu-runtime", "results",

@@ -2,7 +2,7 @@
 
 Layers, each importing only those below it (tests/test_layers.py checks the import graph):
 
-    book      sphinxext, reading, notebook_download, kernel_links (the build), lessons, the GEMM ladder as the chapters show it (gemm, ladder, diffs, gemm_hopper),
+    book      sphinxext, reading, notebook_download, kernel_links, tables (the build), lessons, the GEMM ladder as the chapters show it (gemm, ladder, diffs, gemm_hopper),
               timings (what a chapter may say of its timed kernels)
     models    roofline, schedule, layouts, plots, fa4, fa4_timeline, fa4_protocol, gemm_model, pipeline_model, lowprec
     verify    check, compare, coverage, describe, export, replay, verdicts, simulate, sim_worker, matrix,
