@@ -4,7 +4,7 @@ Layers, each importing only those below it (tests/test_layers.py checks the impo
 
     book      sphinxext, reading, notebook_download, kernel_links, tables (the build), lessons, the GEMM ladder as the chapters show it (gemm, ladder, diffs, gemm_hopper),
               timings (what a chapter may say of its timed kernels)
-    models    roofline, schedule, layouts, plots, fa4, fa4_timeline, fa4_protocol, gemm_model, pipeline_model, lowprec
+    models    roofline, schedule, layouts, plots, ladder_plot, fa4, fa4_timeline, fa4_protocol, gemm_model, pipeline_model, lowprec
     verify    check, compare, coverage, describe, export, replay, verdicts, simulate, sim_worker, matrix,
               appendix, manifest, gemm_check, static
     run       runtime, guard, bench, timer, protocol, environment, baselines, outcheck, clocks, trace, record, pack
