@@ -28,11 +28,6 @@ from pathlib import Path
 
 HIDDEN_TAGS = frozenset({"remove-cell", "remove-input", "hide-input"})
 
-# Chapters being restructured on their own, held only to the glue-only rule
-# (`bookkeeping_cells(..., tables=False)`) until that work is merged; then this set goes.
-NOT_YET_CHECKED = frozenset({
-    "11B-fa4-blackwell", "11H-flash-attention-hopper",
-})
 
 _TABLE_FUNC = re.compile(r"^(markdown|\w+_markdown|\w+_table|tally)$")
 _DISPLAY_CLASSES = {"Markdown", "HTML"}

@@ -12,14 +12,12 @@ from pathlib import Path
 import pytest
 
 from bookkeeping import (
-    HIDDEN_TAGS, NOT_YET_CHECKED, bookkeeping_cells, chapter_code_cells, glue_tail, imports_myst_nb,
+    HIDDEN_TAGS, bookkeeping_cells, chapter_code_cells, glue_tail, imports_myst_nb,
 )
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = sorted((ROOT / "chapters").glob("[0-9A-Z]*.md"))
 
-CHECKED = [p for p in CHAPTERS if p.stem not in NOT_YET_CHECKED]
-HELD_BACK = [p for p in CHAPTERS if p.stem in NOT_YET_CHECKED]
 
 
 def _visible(path: Path) -> list[tuple[int, str]]:
@@ -30,12 +28,7 @@ def _first_line(src: str) -> str:
     return src.strip().splitlines()[0][:80] if src.strip() else "(empty)"
 
 
-def test_the_exclusions_name_chapters_that_exist():
-    assert NOT_YET_CHECKED <= {p.stem for p in CHAPTERS}
-    assert CHECKED
-
-
-@pytest.mark.parametrize("path", CHECKED, ids=[p.stem for p in CHECKED])
+@pytest.mark.parametrize("path", CHAPTERS, ids=[p.stem for p in CHAPTERS])
 def test_no_visible_cell_is_bookkeeping(path: Path):
     cells = chapter_code_cells(path)
     found = set(bookkeeping_cells([src for src, _ in cells]))
@@ -44,22 +37,14 @@ def test_no_visible_cell_is_bookkeeping(path: Path):
                        "remove-cell, remove-input or hide-input:\n" + "\n".join(shown))
 
 
-@pytest.mark.parametrize("path", HELD_BACK, ids=[p.stem for p in HELD_BACK])
-def test_held_back_chapters_still_show_no_glue_only_cell(path: Path):
-    cells = chapter_code_cells(path)
-    found = set(bookkeeping_cells([src for src, _ in cells], tables=False))
-    shown = [f"cell {i}: {_first_line(src)}" for i, src in _visible(path) if i in found]
-    assert not shown, f"{path.name}: cells that only feed glue are shown:\n" + "\n".join(shown)
-
-
-@pytest.mark.parametrize("path", CHECKED, ids=[p.stem for p in CHECKED])
+@pytest.mark.parametrize("path", CHAPTERS, ids=[p.stem for p in CHAPTERS])
 def test_no_visible_cell_ends_in_glue(path: Path):
     """A teaching cell that also glues keeps its glue calls out of sight, in a hidden cell after it."""
     shown = [f"cell {i}: {_first_line(src)}" for i, src in _visible(path) if glue_tail(src)]
     assert not shown, f"{path.name}: visible cells end in glue(..., display=False) calls:\n" + "\n".join(shown)
 
 
-@pytest.mark.parametrize("path", CHECKED, ids=[p.stem for p in CHECKED])
+@pytest.mark.parametrize("path", CHAPTERS, ids=[p.stem for p in CHAPTERS])
 def test_no_visible_cell_imports_myst_nb(path: Path):
     shown = [f"cell {i}: {_first_line(src)}" for i, src in _visible(path) if imports_myst_nb(src)]
     assert not shown, f"{path.name}: myst_nb is imported in a visible cell:\n" + "\n".join(shown)

@@ -518,7 +518,7 @@ def test_figures_open_at_full_size(browser: object, served_book: str, chapters: 
 
 def test_bookkeeping_cells_are_not_shown(shared_pages: SharedPages, chapters: list[str]) -> None:
     """A cell whose only job is to glue numbers into the prose shows no code on the page."""
-    from bookkeeping import NOT_YET_CHECKED, bookkeeping_cells, chapter_code_cells
+    from bookkeeping import bookkeeping_cells, chapter_code_cells
 
     def norm(code: str) -> str:
         return "\n".join(line.rstrip() for line in code.strip().splitlines() if line.strip())
@@ -530,7 +530,7 @@ def test_bookkeeping_cells_are_not_shown(shared_pages: SharedPages, chapters: li
         if not src.exists():
             continue
         cells = chapter_code_cells(src)
-        keep = set(bookkeeping_cells([c for c, _ in cells], tables=src.stem not in NOT_YET_CHECKED))
+        keep = set(bookkeeping_cells([c for c, _ in cells]))
         found += len(keep)
         page = shared_pages.page(path)
         visible = {norm(t) for t in page.evaluate(

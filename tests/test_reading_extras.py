@@ -14,9 +14,6 @@ from browser_support import (  # noqa: F401 - fixtures are used by name
 
 pytestmark = BROWSER_MARKS
 
-# chapters whose Further reading is linked with their next revision
-NOT_YET_LINKED = {"11B-fa4-blackwell", "11H-flash-attention-hopper"}
-
 
 class _Links(HTMLParser):
     """Every <a href> of a page, with the id of the section it stands in."""
@@ -100,8 +97,6 @@ def test_further_reading_opens_its_sources(built_book: Path, chapters: list[str]
     leaves the book (never fetched by a page, so the book still reads offline)."""
     checked = 0
     for path in chapters:
-        if Path(path).stem in NOT_YET_LINKED:
-            continue
         links = links_of(built_book / path)
         if not any(section == "further-reading" for section, _ in links):
             continue
