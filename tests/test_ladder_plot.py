@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from gpubook import plots
 from gpubook.facts.stats import Interval
-from gpubook.models.ladder_plot import NOT_MEASURED, Panel, describe, plot_ladder
+from gpubook.models.ladder_plot import NOT_MEASURED, Panel, describe, plot_measured_ladder
 
 T = 1e12
 
@@ -24,7 +24,7 @@ def _gids(fig, prefix: str) -> list:
 
 
 def test_one_bar_per_measured_step_with_its_median_and_interval():
-    fig = plot_ladder(PANELS, peak=990 * T)
+    fig = plot_measured_ladder(PANELS, peak=990 * T)
     bars = _gids(fig, "bar-")
     assert sorted(b.get_gid() for b in bars) == ["bar-causal-step 4", "bar-no mask-step 1", "bar-no mask-step 3"]
     widths = {b.get_gid(): b.get_width() for b in bars}
@@ -35,7 +35,7 @@ def test_one_bar_per_measured_step_with_its_median_and_interval():
 
 
 def test_the_baseline_is_a_band_of_its_interval_only_where_it_was_measured():
-    fig = plot_ladder(PANELS)
+    fig = plot_measured_ladder(PANELS)
     assert [b.get_gid() for b in _gids(fig, "band-")] == ["band-no mask"]
     band = _gids(fig, "band-")[0]
     box = band.get_bbox() if hasattr(band, "get_bbox") else None
@@ -44,7 +44,7 @@ def test_the_baseline_is_a_band_of_its_interval_only_where_it_was_measured():
 
 
 def test_the_figure_keeps_the_page_font_and_says_what_it_shows():
-    fig = plot_ladder(PANELS)
+    fig = plot_measured_ladder(PANELS)
     assert min(plots.drawn_font_sizes(fig)) >= plots.MIN_FONT_PT
     words = describe(PANELS)
     assert "step 1 300" in words and f"step 2 {NOT_MEASURED}" in words and "cuDNN 550" in words
@@ -53,5 +53,5 @@ def test_the_figure_keeps_the_page_font_and_says_what_it_shows():
 
 def test_a_ladder_with_nothing_measured_still_draws():
     empty = [Panel("no mask", [("step 1", None)], ("cuDNN", None))]
-    fig = plot_ladder(empty, note="not measured yet: the timings come from a replay")
+    fig = plot_measured_ladder(empty, note="not measured yet: the timings come from a replay")
     assert not _gids(fig, "bar-") and plots.png_bytes(fig)

@@ -1,8 +1,9 @@
 """The figure of a measured ladder: each step's rate with its interval, against one baseline.
 
-A chapter gives `plot_ladder` one panel per loop it timed (say, "no mask" and "causal"); each
-panel holds its steps in order, every one a label and an Interval (or None where the step has
-no record yet), and the baseline timed in that same loop, drawn as a band across the panel.
+A chapter gives `plot_measured_ladder` one panel per loop it timed (say, "no mask" and
+"causal"); each panel holds its steps in order, every one a label and an Interval (or None where
+the step has no record yet), and the baseline timed in that same loop, drawn as a band across
+the panel. (`gpubook.book.ladder.plot_ladder` draws the Blackwell GEMM ladder's modelled bounds.)
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ def _row_height(panels: Sequence[Panel]) -> float:
     return 1.0 + sum(0.9 + 0.42 * max(len(p.steps), 1) for p in panels)
 
 
-def plot_ladder(panels: Sequence[Panel], unit: str = "TFLOP/s", scale: float = TERA,
+def plot_measured_ladder(panels: Sequence[Panel], unit: str = "TFLOP/s", scale: float = TERA,
                 peak: float | None = None, note: str | None = None) -> Figure:
     """Horizontal bars, one per step and top to bottom in the ladder's order, each with its 95 %
     interval as an error bar and its median printed; the baseline's median as a dashed line and
