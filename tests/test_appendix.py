@@ -167,3 +167,19 @@ def test_the_cell_a_build_records_is_the_count_the_executed_page_shows():
     NotebookClient(nb, timeout=60, kernel_name="python3").execute()
     for cell in nb.cells[2:]:
         assert cell.outputs[0]["text"].strip() == str(cell.execution_count)
+
+
+def test_a_chapter_of_many_cases_shows_its_first_rows_and_folds_the_rest(tmp_path, monkeypatch):
+    from gpubook import matrix
+
+    built = {c: [dict(k, cell=7) for k in ks] for c, ks in BUILT.items()}
+    rows = matrix.kernel_rows_from(built, joined()[1], joined()[2])
+    whole = appendix.chapter_sections(rows, tmp_path)
+    assert "{dropdown}" not in whole
+    monkeypatch.setattr(appendix, "ROWS_SHOWN", 1)
+    folded = appendix.chapter_sections(rows, tmp_path)
+    chapters = len(appendix.by_chapter(rows))
+    many = [rs for rs in appendix.by_chapter(rows).values() if len(rs) > 1]
+    assert folded.count("{dropdown} The other") == len(many) >= 1
+    assert folded.count("\n* - ") == whole.count("\n* - ") + len(many)  # every row kept, a header per fold
+    assert folded.count("gpubook-kernel") == whole.count("gpubook-kernel") and chapters >= 2
