@@ -183,3 +183,17 @@ def test_a_chapter_of_many_cases_shows_its_first_rows_and_folds_the_rest(tmp_pat
     assert folded.count("{dropdown} The other") == len(many) >= 1
     assert folded.count("\n* - ") == whole.count("\n* - ") + len(many)  # every row kept, a header per fold
     assert folded.count("gpubook-kernel") == whole.count("gpubook-kernel") and chapters >= 2
+
+
+def test_a_dropdowns_title_stays_in_its_dropdown():
+    doc = _doc("Top\n===\n\nIntro.\n\nLater\n-----\n\nText.\n")
+    top = doc[0]
+    fold = nodes.container("", nodes.rubric("", "The other rows"), nodes.paragraph("", "rows"),
+                           design_component="dropdown")
+    cell = _cell(doc, nodes.paragraph("", "summary"), nodes.rubric("", "One", ids=["one"]),
+                 nodes.paragraph("", "table one"), fold)
+    top.insert(top.index(top[1]) + 1, cell)
+    assert kernel_links.split_into_sections(cell, doc) == 1
+    section = next(n for n in top.children if isinstance(n, nodes.section))
+    assert section[0].astext() == "One" and section[2] is fold
+    assert isinstance(fold[0], nodes.rubric) and fold[0].astext() == "The other rows"

@@ -36,6 +36,16 @@ def _is_label(node: nodes.Node | None) -> bool:
     return isinstance(node, nodes.target) and not node.children
 
 
+def _in_component(node: nodes.Node, cell: nodes.Element) -> bool:
+    """Whether `node` lies inside a sphinx-design component (a dropdown's title is a rubric too)."""
+    parent = node.parent
+    while parent is not None and parent is not cell:
+        if isinstance(parent, nodes.Element) and parent.get("design_component"):
+            return True
+        parent = parent.parent
+    return False
+
+
 def split_into_sections(cell: nodes.Element, document: nodes.document) -> int:
     """Move each rubric of `cell`'s outputs, with what follows it, into a section after the cell;
     return how many sections it made (none where the cell is followed by anything but sections)."""
@@ -44,7 +54,7 @@ def split_into_sections(cell: nodes.Element, document: nodes.document) -> int:
     if not all(isinstance(n, nodes.section) for n in parent.children[at + 1:]):
         return 0
     made = []
-    for rubric in list(cell.findall(nodes.rubric)):
+    for rubric in [r for r in cell.findall(nodes.rubric) if not _in_component(r, cell)]:
         holder = rubric.parent
         i = holder.index(rubric)
         body = []
