@@ -55,7 +55,3 @@ def test_a_page_has_each_of_its_tables_labelled_and_nothing_else_changed() -> No
         .replace(' data-label="TFLOP/s on an H200 (95 % interval)"', "") \
         .replace(' data-label="× cuDNN &amp; “x”"', "") == page
 
-
-def test_appendix_a_tables_keep_their_own_phone_layout() -> None:
-    matrix_table = table(("1", "2", "3")).replace("<table", '<table class="gpubook-matrix"', 1)
-    assert label_table(matrix_table) == matrix_table

@@ -54,8 +54,6 @@ def label_table(table: str) -> str:
     as cards, or the table unchanged when its shape is not plain."""
     if "<table" in table[1:] or "colspan" in table or "rowspan" in table or "data-label" in table:
         return table
-    if "gpubook-matrix" in table[: table.index(">") + 1]:  # appendix A's tables stack their own way
-        return table
     head, body = _HEAD.search(table), _BODY.search(table)
     if head is None or body is None or len(_ROW.findall(head.group(1))) != 1:
         return table
