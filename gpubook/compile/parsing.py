@@ -61,20 +61,27 @@ def find_parser(macro: Any) -> Any:
     raise RuntimeError(f"{ScriptMacro.parser_object_name} not available")
 
 
+def _callers(frame: types.FrameType | None) -> list[types.FrameType]:
+    """`frame` and the frames that called it, innermost first (the order `inspect.stack` lists)."""
+    frames = []
+    while frame is not None:
+        frames.append(frame)
+        frame = frame.f_back
+    return frames
+
+
+def _record(frame: types.FrameType, context: int) -> inspect.FrameInfo:
+    """The record `inspect.stack(context)` makes of a frame, its source lines included."""
+    info = inspect.getframeinfo(frame, context)
+    return inspect.FrameInfo(frame, *info, positions=info.positions)
+
+
 def stack(context: int = 1) -> list[inspect.FrameInfo]:
     """`inspect.stack(context)` of the caller: TVM's records for the first FULL_RECORDS frames,
     then records of the frame, file, line and function without the source line."""
-    frame = sys._getframe(1)
-    out: list[inspect.FrameInfo] = []
-    while frame is not None:
-        if len(out) < FULL_RECORDS:
-            info = inspect.getframeinfo(frame, context)
-            out.append(inspect.FrameInfo(frame, *info, positions=info.positions))
-        else:
-            code = frame.f_code
-            out.append(inspect.FrameInfo(frame, code.co_filename, frame.f_lineno, code.co_name, None, None))
-        frame = frame.f_back
-    return out
+    return [_record(frame, context) if i < FULL_RECORDS else
+            inspect.FrameInfo(frame, frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name, None, None)
+            for i, frame in enumerate(_callers(sys._getframe(1)))]
 
 
 class FrameRecords(Sequence):
@@ -93,18 +100,13 @@ class FrameRecords(Sequence):
         frame = self._frames[index]  # IndexError ends iteration, as a list's does
         key = index % len(self._frames)
         if key not in self._records:
-            info = inspect.getframeinfo(frame, self._context)
-            self._records[key] = inspect.FrameInfo(frame, *info, positions=info.positions)
+            self._records[key] = _record(frame, self._context)
         return self._records[key]
 
 
 def lazy_stack(context: int = 1) -> FrameRecords:
     """`inspect.stack(context)` of the caller, its records made as they are read."""
-    frames, frame = [], sys._getframe(1)
-    while frame is not None:
-        frames.append(frame)
-        frame = frame.f_back
-    return FrameRecords(frames, context)
+    return FrameRecords(_callers(sys._getframe(1)), context)
 
 
 class _Inspect(types.ModuleType):
