@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # whole files to its processes in collection order (--no-loadscope-reorder), so these start
 # first, on different processes, and the many short files fill in behind them instead of one
 # long file starting last and running alone.
-LONG_FILES = ("test_browser.py", "test_simulate.py", "test_chapter12_defects.py", "test_notebooks.py")
+LONG_FILES = ("test_accessibility.py", "test_browser.py", "test_simulate.py", "test_chapter12_defects.py", "test_notebooks.py")
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list) -> None:

@@ -4,6 +4,7 @@ of each kernel recorded in the manifest, and the folded run log."""
 
 from __future__ import annotations
 
+import re
 from types import SimpleNamespace
 
 from docutils import nodes
@@ -197,3 +198,13 @@ def test_a_dropdowns_title_stays_in_its_dropdown():
     section = next(n for n in top.children if isinstance(n, nodes.section))
     assert section[0].astext() == "One" and section[2] is fold
     assert isinstance(fold[0], nodes.rubric) and fold[0].astext() == "The other rows"
+
+
+def test_a_long_kernel_name_breaks_only_between_its_parameters():
+    name = "fa3_h6_bfloat16_d128_h6kv3_s600_hard_causal_ctas5_l2_section614400"
+    html = appendix.breakable(f"`attention_fast` (case `{name}`)")
+    assert html.startswith("`attention_fast` (case <code")  # a short name stays a code span
+    pieces = re.findall(r'<span class="pre">([^<]*)</span>', html)
+    assert "".join(pieces) == name and all(p.endswith("_") for p in pieces[:-1])
+    assert html.count("<wbr>") == name.count("_") == len(pieces) - 1  # a break after each underscore, none inside
+    assert appendix.breakable("`gemm_v1` (script `0123abcd`)") == "`gemm_v1` (script `0123abcd`)"

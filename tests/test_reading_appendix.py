@@ -93,10 +93,7 @@ def test_every_kernel_row_links_to_the_cell_that_builds_it_and_back(browser: obj
         s.close()
 
 
-@pytest.mark.parametrize("width", [1280, pytest.param(390, marks=pytest.mark.xfail(strict=True, reason=(
-    "a known defect of the phone layout: appendix A's longest case names (70 characters and more, "
-    "kept whole by the rule that no table cell splits a word) are wider than a 390 px column, so two "
-    "of its tables still scroll sideways there")))])
+@pytest.mark.parametrize("width", [1280, 390])
 def test_the_tables_fit_the_column(browser: object, served_book: str, built_book: Path, rows: list[dict],
                                    width: int) -> None:
     """No table of the appendix scrolls sideways inside its box, and every cell lies inside the

@@ -143,9 +143,29 @@ ROWS_SHOWN = 30
 WIDTHS = "18 17 39 13 13"  # kernel, compiled for, verified, time, stress (a reason's words fit whole)
 
 
+# A name longer than this is wider than the kernel column at 1280 px (a check case's build, named
+# by its parameters, runs to 70 characters, wider than a phone): it may break after each
+# underscore, between its parameters, and nowhere inside one. A shorter name stays one piece.
+BREAKABLE = 16
+
+
+def breakable(markdown: str) -> str:
+    """`markdown` with each inline code span longer than BREAKABLE characters written as HTML
+    code whose only break opportunities (<wbr>) follow its underscores."""
+    def code(m: re.Match[str]) -> str:
+        text = m.group(1)
+        if len(text) <= BREAKABLE:
+            return m.group(0)
+        parts = re.findall(r"[^_]*_|[^_]+$", text)
+        inner = "<wbr>".join(f'<span class="pre">{p}</span>' for p in parts)
+        return f'<code class="docutils literal notranslate gpubook-long-name">{inner}</code>'
+
+    return re.sub(r"`([^`<>&]+)`", code, markdown)
+
+
 def _kernel_cell(r: dict[str, Any], repeated: set[str], anchor: tuple[str, int | None] | None,
                  chapter_there: bool) -> str:
-    name = matrix._kernel(r, repeated)
+    name = breakable(matrix._kernel(r, repeated))
     if anchor is None:
         return name
     kid, cell = anchor
