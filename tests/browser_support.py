@@ -102,9 +102,10 @@ class Session:
         else:
             route.continue_()
 
-    def open(self, path: str, wait: str = "networkidle") -> object:
-        """`path` in a new page, once it has loaded (`wait`: a Playwright load state, or
-        "settled": the load event, then until no request is in flight, see ``settle``)."""
+    def open(self, path: str, wait: str = "settled") -> object:
+        """`path` in a new page, once it has loaded (`wait`: "settled", the load event, then until
+        no request is in flight and the fonts have loaded, see ``settle``; or a Playwright load
+        state: "networkidle" adds half a second of quiet to every page)."""
         page = self.context.new_page()
         page.on("console", lambda m: self.errors.append(f"{path}: console.{m.type}: {m.text}")
                 if m.type == "error" and self.record_failures else None)

@@ -187,6 +187,8 @@ def test_a_newer_failure_is_not_hidden_by_an_older_pass(tmp_path):
 @pytest.mark.book
 def test_the_appendix_agrees_with_the_committed_results(built_book):
     page = (built_book / "chapters" / "A-verification-matrix.html").read_text()
+    # a long name is written with break points after its underscores: read it whole
+    page = page.replace('</span><wbr><span class="pre">', "").replace(" gpubook-long-name", "")
     rows = matrix.rows()
     if not rows:
         assert "No results file exists yet" in page
