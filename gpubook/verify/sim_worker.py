@@ -22,26 +22,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 import time
 import traceback
 from pathlib import Path
 
 FINDINGS_KEPT = 8  # findings kept per tool in the report (the count is always kept)
-
-
-# A TIRx span names the file its kernel was parsed from by its absolute path (a checkout's
-# chapters or tests, a virtual environment's TVM), and NumSim keys its build cache on the spans
-# it keeps for its reports: the same kernel exported from another checkout would compile again.
-# Each file is named by its base name instead (a notebook cell's file is named by a hash of the
-# cell's code); the spans serve the simulator's diagnostics only.
-_SOURCE_NAME = re.compile(r'("type":\s*"ir\.SourceName",\s*"data":\s*")([^"]*)(")')
-
-
-def portable(kernel_json: str) -> str:
-    """An exported kernel (tvm.ir.save_json) with every source file named by its base name."""
-    return _SOURCE_NAME.sub(lambda m: m.group(1) + re.split(r"\\?/", m.group(2))[-1] + m.group(3), kernel_json)
 
 
 def _inputs(work: Path) -> dict:
@@ -137,7 +123,7 @@ def main(argv: list[str] | None = None) -> int:
     def save() -> None:
         out_path.write_text(json.dumps(report, indent=1))
 
-    func = tvm.ir.load_json(portable((args.case / "kernel.json").read_text()))
+    func = tvm.ir.load_json((args.case / "kernel.json").read_text())
     inputs = _inputs(args.work)
     outputs = json.loads((args.work / "inputs.json").read_text())["outputs"]
     for tool in args.tools.split(","):
