@@ -30,6 +30,7 @@ CHROMIUM_ARGS = [
 LOCAL_HOSTS = {"127.0.0.1", "localhost"}
 SKIP_DIRS = {"_static", "_sources", "_images", "_screenshots", "_notebooks", "_downloads"}
 THEMES = ("light", "dark")
+FAVICON = "/_static/favicon.svg"
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -88,7 +89,10 @@ class Session:
             )
         self.record_failures = True
         self.in_flight: set[object] = set()
-        self.context.on("request", lambda r: self.in_flight.add(r))
+        # The tab's icon is the browser's own request, made beside the page and at times left
+        # unanswered by headless Chromium: a page has settled without it (a failed icon request
+        # is still reported, through the responses).
+        self.context.on("request", lambda r: None if r.url.endswith(FAVICON) else self.in_flight.add(r))
         self.context.on("requestfinished", lambda r: self.in_flight.discard(r))
         self.context.on("requestfailed", lambda r: self.in_flight.discard(r))
         self.context.route("**/*", self._route)

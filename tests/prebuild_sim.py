@@ -3,9 +3,11 @@
 NumSim compiles a Rust engine for each of its tools (numbers, synccheck, racecheck) the first
 time the tool runs, and keeps it in its build cache: minutes on two cores, once per machine.
 Inside the test run those builds would share the cores with the unit tests and slow both, so
-`.ci/run` makes them here first, by simulating the small Blackwell GEMM tile of
-tests/sim_kernels.py (the one the `sim` tests simulate) with every tool. The tile must
-simulate cleanly, so this also fails early when the simulator cannot run the book's kernels.
+`.ci/run` makes them here first, by simulating the smallest kernel of the tests (tests/kernels.py's
+vector add) with every tool: the engines are what takes minutes, the kernel's own compile takes
+seconds, and each kernel the tests simulate is compiled where its test runs (NumSim keys those
+compiles on its own environment, which each run of `.ci/run` installs afresh). The kernel must
+simulate cleanly, so this also fails early when the simulator cannot run at all.
 Exits 0 without doing anything where there is no simulator interpreter (the `sim` tests are
 then skipped with the reason).
 """
@@ -27,7 +29,7 @@ def main() -> int:
     import gpubook as gb
     from gpubook import export, simulate
 
-    import sim_kernels as sk
+    import kernels
 
     if simulate.simulator_version() is None:
         print("prebuild_sim: no simulator interpreter: nothing to build")
@@ -35,12 +37,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="gpubook-prebuild-sim-") as tmp:
         os.environ[export.EXPORT_ENV] = tmp
         export.set_chapter("prebuild")
-        k = gb.build(sk.make_tma_gemm(), name="tma_gemm_ok")
-        A = gb.seeded((sk.M, sk.K), "float16", seed=1)
-        B = gb.seeded((sk.N, sk.K), "float16", seed=2)
-        gb.check(k, [A, B, torch.empty(sk.M, sk.N)], ref=lambda A, B, D: A.float() @ B.float().T,
-                 rtol=0, atol=1e-3)
-        case = Path(tmp) / "cases" / "prebuild--tma_gemm_ok--check"
+        k = gb.build(kernels.vadd, name="vadd")
+        x, y = gb.seeded((kernels.N,), seed=1), gb.seeded((kernels.N,), seed=2)
+        gb.check(k, [x, y, torch.empty(kernels.N)], ref=lambda x, y, out: x + y)
+        case = Path(tmp) / "cases" / "prebuild--vadd--check"
         t0 = time.monotonic()
         rec = simulate.simulate_case(case, tools=simulate.TOOLS, timeout=3000)
     verdicts = {tool: entry.get("verdict") for tool, entry in rec.get("tools", {}).items()}
