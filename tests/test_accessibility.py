@@ -6,6 +6,7 @@ the browser tests (tests/test_browser.py) to another: the scan takes minutes on 
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -17,6 +18,7 @@ pytestmark = BROWSER_MARKS
 DEMOS = sorted(p.stem for p in (ROOT / "_static" / "demos").glob("*.html"))
 
 
+@functools.cache
 def _axe_source() -> str:
     import axe_playwright_python
 
@@ -97,26 +99,31 @@ def test_no_serious_accessibility_violations(browser: object, served_book: str, 
     the rules that read colours (the dark theme changes colours only). Every demo on its own
     page in each theme."""
     s = Session(browser, served_book, theme="light")
+    problems = {}
+
+    def scan(page: object, name: str, theme: str) -> None:
+        # axe re-reads the stylesheets itself and resolves the theme's relative @import
+        # against the page, not the sheet: its own 404s are not the book's
+        s.record_failures = False
+        found = run_axe(page, colours_only=theme != THEMES[0])
+        s.record_failures = True
+        if found:
+            problems[f"{name} ({theme})"] = found
+
     try:
-        problems = {}
-        for path in pages + [f"_static/demos/{d}.html" for d in DEMOS]:
+        for path in pages:
+            page = s.open(path, wait="settled")
             for theme in THEMES:
-                demo = "demos" in path
-                if demo or theme == THEMES[0]:
-                    page = s.open(f"{path}?theme={theme}" if demo else path, wait="settled")
-                # axe re-reads the stylesheets itself and resolves the theme's relative @import
-                # against the page, not the sheet: its own 404s are not the book's
-                s.record_failures = False
-                if not demo:
-                    if theme != THEMES[0]:
-                        _in_theme(page, theme)
-                    assert page.evaluate("() => document.documentElement.dataset.theme") == theme
-                found = run_axe(page, colours_only=theme != THEMES[0])
-                s.record_failures = True
-                if found:
-                    problems[f"{path} ({theme})"] = found
-                if demo or theme == THEMES[-1]:
-                    page.close()
+                if theme != THEMES[0]:
+                    _in_theme(page, theme)
+                assert page.evaluate("() => document.documentElement.dataset.theme") == theme
+                scan(page, path, theme)
+            page.close()
+        for path in [f"_static/demos/{d}.html" for d in DEMOS]:
+            for theme in THEMES:
+                page = s.open(f"{path}?theme={theme}", wait="settled")
+                scan(page, path, theme)
+                page.close()
         assert not problems, json.dumps(problems, indent=1)
         s.assert_clean()
     finally:

@@ -54,4 +54,3 @@ def test_a_page_has_each_of_its_tables_labelled_and_nothing_else_changed() -> No
     assert got.replace(f"{CARDS} ", "").replace(' data-label="step"', "") \
         .replace(' data-label="TFLOP/s on an H200 (95 % interval)"', "") \
         .replace(' data-label="× cuDNN &amp; “x”"', "") == page
-
