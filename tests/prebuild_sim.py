@@ -5,8 +5,9 @@ time the tool runs, and keeps it in its build cache: minutes on two cores, once 
 Inside the test run those builds would share the cores with the unit tests and slow both, so
 `.ci/run` makes them here first, by simulating the smallest kernel of the tests (tests/kernels.py's
 vector add) with every tool: the engines are what takes minutes, the kernel's own compile takes
-seconds, and each kernel the tests simulate is compiled where its test runs (NumSim keys those
-compiles on its own environment, which each run of `.ci/run` installs afresh). The kernel must
+seconds, and each kernel the tests simulate is compiled where its test runs and kept (NumSim keys
+those compiles on the paths and times of its own environment's libraries, which is why
+`.ci/run` keeps that environment once per machine rather than per clone). The kernel must
 simulate cleanly, so this also fails early when the simulator cannot run at all.
 Exits 0 without doing anything where there is no simulator interpreter (the `sim` tests are
 then skipped with the reason).
