@@ -185,6 +185,15 @@ def test_the_case_digest_follows_inputs_tolerance_and_stress_not_the_reference_r
     assert gb.record.check_digest(vadd, c.args, c.expected, c.outputs, c.tols) == base
 
 
+def test_a_check_takes_one_tolerance_for_every_output_or_one_per_output(vadd):
+    from gpubook.verify.check import prepare
+
+    assert prepare(vadd, args(), add, rtol=0, atol=1e-3).tols == [(0, 1e-3)]
+    assert prepare(vadd, args(), add, rtol=[0.5], atol=(2e-3,)).tols == [(0.5, 2e-3)]
+    with pytest.raises(ValueError, match="2 values for 1 outputs"):
+        prepare(vadd, args(), add, atol=(1e-3, 1e-4))
+
+
 def test_a_replayed_error_is_a_fraction_of_the_whole_allowance(vadd, tmp_path, monkeypatch):
     """A record with the error over its allowance prints that fraction; an older one, without it,
     prints the absolute error beside both atol and rtol, never beside atol alone."""

@@ -38,9 +38,10 @@ class FA4CallError(KernelCallError):
 
 # -- refusals -------------------------------------------------------------------------------------
 def validate(batch: int, heads: int, kv_heads: int, seqlen: int, head_dim: int, dtype: str,
-             causal: bool, q_tiles: int = 1) -> None:
+             causal: bool, q_tiles: int = 1, ragged: bool = False) -> None:
     """Refuse, naming the constraint, a problem the kernel is not built for; `q_tiles` is the
-    number of 128-row Q tiles a CTA works on at once (1, or 2 for the two-Q-tile kernel)."""
+    number of 128-row Q tiles a CTA works on at once (1, or 2 for the two-Q-tile kernel);
+    `ragged`: the kernel masks a ragged last block, so any length of at least 1 will do."""
     if head_dim != HEAD_DIM:
         raise FA4CallError(f"head_dim must be {HEAD_DIM}, got {head_dim}: S and O are 128 TMEM "
                            "columns each, and the MMAs are generated for K = N = 128")
@@ -52,10 +53,13 @@ def validate(batch: int, heads: int, kv_heads: int, seqlen: int, head_dim: int, 
     if heads % kv_heads:
         raise FA4CallError(f"GQA ratio: heads ({heads}) must be a multiple of kv_heads ({kv_heads}); "
                            "query head h reads KV head h // (heads / kv_heads)")
-    if q_tiles not in (1, 2):
-        raise ValueError(f"q_tiles must be 1 or 2, got {q_tiles}")
+    if q_tiles not in (1, 2) or (ragged and q_tiles != 1):
+        raise ValueError(f"q_tiles must be 1 or 2 (1 with ragged), got {q_tiles}")
     rows = q_tiles * BLK
-    if seqlen < rows or seqlen % rows:
+    if ragged and (not isinstance(seqlen, int) or seqlen < 2):
+        raise FA4CallError(f"seqlen must be an int of at least 2, got {seqlen!r}: TIRx's planner of tensor "
+                           "maps (tma_auto) folds a length-1 dimension into the heads and finds no legal box")
+    if not ragged and (seqlen < rows or seqlen % rows):
         what = (f"every Q tile and KV block is {BLK} rows" if q_tiles == 1 else
                 f"a CTA's work tile is two Q tiles of {BLK} rows, and every KV block is {BLK} rows")
         raise FA4CallError(f"seqlen must be a positive multiple of {rows}, got {seqlen}: {what} and the "
@@ -64,7 +68,8 @@ def validate(batch: int, heads: int, kv_heads: int, seqlen: int, head_dim: int, 
         raise FA4CallError(f"causal must be a bool, got {causal!r}")
 
 
-def problem(q: Any, k: Any, v: Any, causal: bool, q_tiles: int = 1) -> tuple[int, int, int, int, str]:
+def problem(q: Any, k: Any, v: Any, causal: bool, q_tiles: int = 1,
+            ragged: bool = False) -> tuple[int, int, int, int, str]:
     """(batch, heads, kv_heads, seqlen, dtype) of a call on (B, H, S, d) tensors, or FA4CallError."""
     for name, t in (("q", q), ("k", k), ("v", v)):
         if getattr(t, "dim", lambda: -1)() != 4:
@@ -90,7 +95,7 @@ def problem(q: Any, k: Any, v: Any, causal: bool, q_tiles: int = 1) -> tuple[int
         raise FA4CallError(f"seqlen: query length {Sq} and key length {Sk} differ; the kernel takes "
                            "one length, and its causal mask is top-left aligned like SDPA's is_causal")
     dtype = dts.pop()
-    validate(B, H, Hk, Sq, d, dtype, causal, q_tiles)
+    validate(B, H, Hk, Sq, d, dtype, causal, q_tiles, ragged)
     return B, H, Hk, Sq, dtype
 
 
@@ -213,40 +218,49 @@ def smem_plan(stages: int, q_tiles: int = 1) -> dict[str, int]:
 
 
 # -- a CPU model of the kernel ----------------------------------------------------------------------
-def simulate(q: Any, k: Any, v: Any, causal: bool, q_tiles: int = 1) -> tuple[Any, dict[str, int]]:
+def simulate(q: Any, k: Any, v: Any, causal: bool, q_tiles: int = 1) -> tuple[Any, dict[str, Any]]:
     """The kernel's arithmetic on the CPU: per row, blocks of 128 keys in order, the first block's
     max taken, later maxima only when they grow by more than TAU, exponentials in float32 (every
     fourth column of a block that needs no mask through `exp2_soft`), P rounded to the input
     dtype, O and the row sums in float64, O rounded at the end. With `q_tiles=2` and a causal
     mask, both tiles of a work tile walk the same blocks, so the first tile also processes one
-    block that is wholly masked for it (its P is 0). Returns O and {"rescales", "rows_blocks"}."""
+    block that is wholly masked for it (its P is 0). A length that is not a multiple of 128
+    leaves a ragged last block, whose missing keys are masked like the diagonal's. Returns O and
+    {"rescales", "rows_blocks", "lse"}: the log-sum-exp per row, as the ragged kernel forms it,
+    (m + log2 l) ln 2 with its stale max m and row sum l, in float32 (batch, heads, seqlen)."""
     import torch
 
     dtype = str(q.dtype).removeprefix("torch.")
     B, H, S, d = q.shape
+    NQ = -(-S // BLK)
     ratio = H // k.shape[1]
     scale = math.log2(math.e) / math.sqrt(d)
     soft = np.zeros(BLK, bool)
     soft[soft_columns()] = True
     out = torch.empty_like(q)
-    stats = {"rescales": 0, "rows_blocks": 0}
+    lse = torch.empty(B, H, S)
+    stats: dict[str, Any] = {"rescales": 0, "rows_blocks": 0}
     tdt = q.dtype
+    pad = lambda t: np.pad(t, ((0, NQ * BLK - S), (0, 0)))  # noqa: E731 - TMA's zero fill past the end
     for b in range(B):
         for h in range(H):
-            qq = q[b, h].float().numpy()
-            kk = k[b, h // ratio].float().numpy()
-            vv = v[b, h // ratio].double().numpy()
-            for qt in range(S // BLK):
+            qq = pad(q[b, h].float().numpy())
+            kk = pad(k[b, h // ratio].float().numpy())
+            vv = pad(v[b, h // ratio].double().numpy())
+            for qt in range(NQ):
                 rows = slice(qt * BLK, qt * BLK + BLK)
-                n_kv = (qt + 1 if causal else S // BLK) if q_tiles == 1 else kv_blocks(qt // 2, S, causal)
+                n_kv = (qt + 1 if causal else NQ) if q_tiles == 1 else kv_blocks(qt // 2, S, causal)
                 m = np.zeros(BLK, np.float32)
                 l = np.zeros(BLK)
                 acc = np.zeros((BLK, d))
                 for j in range(n_kv):
                     s = (qq[rows] @ kk[j * BLK:(j + 1) * BLK].T).astype(np.float32)
                     diag = causal and j >= qt                     # the diagonal block, or one past it
+                    keep = np.arange(BLK)[None, :] + j * BLK < S  # a ragged last block's missing keys
                     if diag:
-                        keep = np.arange(BLK)[None, :] + j * BLK <= np.arange(BLK)[:, None] + qt * BLK
+                        keep = keep & (np.arange(BLK)[None, :] + j * BLK <= np.arange(BLK)[:, None] + qt * BLK)
+                    masked = diag or not keep.all()
+                    if masked:
                         s = np.where(keep, s, np.float32(-np.inf))
                     mx = s.max(axis=1) * np.float32(scale)
                     alpha = np.ones(BLK)
@@ -260,13 +274,16 @@ def simulate(q: Any, k: Any, v: Any, causal: bool, q_tiles: int = 1) -> tuple[An
                     with np.errstate(invalid="ignore"):               # -inf - m on a wholly masked row
                         x = (s * np.float32(scale) - m[:, None]).astype(np.float32)
                     p = np.exp2(x.astype(np.float64)).astype(np.float32)
-                    if not diag:
+                    if not masked:
                         p[:, soft] = exp2_soft(x[:, soft])
                     l = l * alpha + p.astype(np.float64).sum(axis=1)
                     p16 = torch.from_numpy(p).to(tdt).double().numpy()
                     acc = acc * alpha[:, None] + p16 @ vv[j * BLK:(j + 1) * BLK]
                     stats["rows_blocks"] += BLK
-                out[b, h, rows] = torch.from_numpy(acc / l[:, None]).to(tdt)
+                n = min(BLK, S - qt * BLK)
+                out[b, h, qt * BLK:qt * BLK + n] = torch.from_numpy(acc[:n] / l[:n, None]).to(tdt)
+                lse[b, h, qt * BLK:qt * BLK + n] = torch.from_numpy((m[:n] + np.log2(l[:n])) * math.log(2))
+    stats["lse"] = lse
     return out, stats
 
 

@@ -179,15 +179,29 @@ class Case:
                                    self.tols, stress=self.stress, variants=self.variants, **extra)
 
 
+Tol = float | None | Sequence[float | None]
+
+
+def per_output(name: str, what: str, value: Tol, n: int) -> list[float | None]:
+    """A tolerance given once for every output, or one per output (in the order of `outputs`)."""
+    if value is None or isinstance(value, (int, float)):
+        return [value] * n
+    values = list(value)
+    if len(values) != n:
+        raise ValueError(f"{name}: {what} gives {len(values)} values for {n} outputs: give one, or one per output")
+    return values
+
+
 def prepare(kernel: Any, args: Sequence[Any], ref: Callable[..., Any], outputs: Sequence[int] = (-1,),
-            rtol: float | None = None, atol: float | None = None, name: str | None = None,
+            rtol: Tol = None, atol: Tol = None, name: str | None = None,
             stress: int = 0, variants: int | Callable[[int], Sequence[Any]] = STRESS_VARIANTS) -> Case:
     """Validate a check's call and compute, on the CPU, everything a GPU run of it needs."""
     name = name or kernel.name
     validate(name, kernel.params, args, device=None)
     outputs = [i % len(args) for i in outputs]
     expected = _expected(name, ref, args, outputs)
-    tols = [tolerance(kernel.params[i].dtype, rtol, atol) for i in outputs]
+    tols = [tolerance(kernel.params[i].dtype, r, a) for i, r, a in
+            zip(outputs, per_output(name, "rtol", rtol, len(outputs)), per_output(name, "atol", atol, len(outputs)))]
     stress = int(stress)
     if stress < 0:
         raise ValueError(f"{name}: stress must be a number of launches, got {stress}")
@@ -200,8 +214,8 @@ def check(
     args: Sequence[Any],
     ref: Callable[..., Any],
     outputs: Sequence[int] = (-1,),
-    rtol: float | None = None,
-    atol: float | None = None,
+    rtol: Tol = None,
+    atol: Tol = None,
     name: str | None = None,
     stress: int = 0,
     variants: int | Callable[[int], Sequence[Any]] = STRESS_VARIANTS,
@@ -214,7 +228,8 @@ def check(
 
     `args` are CPU tensors in the kernel's parameter order (outputs included: their contents
     are overwritten); `ref` takes the same tensors and returns the expected output(s), one per
-    index in `outputs`. Raises CheckError on a mismatch, KernelCallError on a bad call.
+    index in `outputs`; `rtol` and `atol` apply to every output, or, as sequences, one to each
+    output in the order of `outputs`. Raises CheckError on a mismatch, KernelCallError on a bad call.
 
     `stress=N` adds a stress run: N launches cycling through `variants` input variants
     (default 8: every floating-point input shuffled with a new seed; or a callable
