@@ -128,6 +128,8 @@ def test_the_caption_counts_the_lines_out_and_in():
     caption = text_of(d.caption_html())
     assert caption == "What changed from c_a to c_b: 3 lines out, 4 in. The whole of c_b is in the folded cell above."
     assert repr(d).startswith(caption) and repr(d).endswith("\n".join(d.lines))   # a plain notebook's text
+    edited = ladder.show_diff(a, b, whole="is c_a with two edits")   # a listing made by edits of another
+    assert text_of(edited.caption_html()).endswith("The whole of c_b is c_a with two edits.")
 
 
 def test_three_lines_of_context():

@@ -154,6 +154,7 @@ class Diff:
     added: int = 0
     shown: int = 0                   # how many of `lines` show before the fold
     html_lines: list[str] = field(default_factory=list)
+    whole: str = "is in the folded cell above"   # where the reader finds the whole new listing
 
     @classmethod
     def of(cls, a: Sequence[str], b: Sequence[str], na: str, nb: str, context: int = CONTEXT,
@@ -182,11 +183,11 @@ class Diff:
         na, nb = (f'<code class="docutils literal notranslate">{html.escape(n)}</code>'
                   for n in (self.old_name, self.new_name))
         return (f"<p><strong>What changed from {na} to {nb}:</strong> {self.removed} lines out, "
-                f"{self.added} in. The whole of {nb} is in the folded cell above.</p>")
+                f"{self.added} in. The whole of {nb} {html.escape(self.whole)}.</p>")
 
     def caption_text(self) -> str:
         return (f"What changed from {self.old_name} to {self.new_name}: {self.removed} lines out, "
-                f"{self.added} in. The whole of {self.new_name} is in the folded cell above.")
+                f"{self.added} in. The whole of {self.new_name} {self.whole}.")
 
     def _block(self, rows: Sequence[str]) -> str:
         return ('<div class="highlight-diff notranslate"><div class="highlight"><pre>'

@@ -94,9 +94,14 @@ def diff_html(old: Callable[..., Any] | str, new: Callable[..., Any] | str, cont
     return source_diff_view(old, new, context)._repr_html_()
 
 
-def show_diff(old: Callable[..., Any] | str, new: Callable[..., Any] | str, context: int = CONTEXT) -> Diff:
-    """`source_diff_view` for a notebook cell to display (HTML, and the unified diff as text)."""
-    return source_diff_view(old, new, context)
+def show_diff(old: Callable[..., Any] | str, new: Callable[..., Any] | str, context: int = CONTEXT,
+              whole: str | None = None) -> Diff:
+    """`source_diff_view` for a notebook cell to display (HTML, and the unified diff as text);
+    `whole` says where the whole new listing is, when not in the folded cell above."""
+    d = source_diff_view(old, new, context)
+    if whole is not None:
+        d.whole = whole
+    return d
 
 
 def chapter_source(chapter: str, name: str, chapters_dir: Path | str | None = None) -> str:

@@ -52,15 +52,16 @@ def reference_lse(q: Any, k: Any, causal: bool) -> Any:
     return scores(q, k, causal).logsumexp(dim=-1).float()
 
 
-def lse_tolerance(q: Any, k: Any, causal: bool) -> float:
+def lse_tolerance(q: Any, k: Any, causal: bool, cubic: bool = True) -> float:
     """atol for |LSE - reference|. The row sum l is a sum of float32 exponentials, each within
-    CUBIC_REL_ERROR of 2^x (the cubic; the MUFU's ex2 is far closer), after x = s * scale - m
-    is rounded to float32 (an error of up to 2 |x| units of 2^-24 in the exponent, ln 2 times
-    that in the weight); l accumulates up to S of them in float32, lg2 adds its own relative
-    error, and ln(l (1 + e)) = ln l + e. The check allows twice the sum."""
+    CUBIC_REL_ERROR of 2^x (the cubic; the MUFU's ex2 is far closer; `cubic=False` for a kernel
+    that takes every exponential on the MUFU), after x = s * scale - m is rounded to float32
+    (an error of up to 2 |x| units of 2^-24 in the exponent, ln 2 times that in the weight);
+    l accumulates up to S of them in float32, lg2 adds its own relative error, and
+    ln(l (1 + e)) = ln l + e. The check allows twice the sum."""
     s = scores(q, k, causal)
     x_max = float(s.masked_fill(s == -math.inf, 0).abs().max()) * math.log2(math.e)
     S = q.shape[2]
-    per_row = (CUBIC_REL_ERROR + MUFU_REL_ERROR + math.log(2) * 2 * (2 * x_max) * FP32_UNIT
+    per_row = ((CUBIC_REL_ERROR if cubic else 0.0) + MUFU_REL_ERROR + math.log(2) * 2 * (2 * x_max) * FP32_UNIT
                + S * FP32_UNIT + MUFU_REL_ERROR)
     return 2 * per_row
