@@ -231,11 +231,10 @@ def _exp2_helper(ns):
     ns["exp2_poly"] = T.inline(gg.load_factory("11B-fa4-blackwell", "exp2_poly", ns))
 
 
-def test_the_chapter_kernel_builds_and_keeps_the_rules():
-    """Build chapter 11B's make_fa4 (causal, GQA 4) and assert its budgets and ordering rules."""
+def chapter_namespace() -> dict:
+    """The names the first kernel of chapter 11B (`make_fa4`, and `make_fa4_tails` after it) uses:
+    its imports, constants and software exp2, as the chapter defines them."""
     import gpubook as gb
-    from gpubook import gemm as gg
-    from gpubook import lint
     from tvm.script import tirx as T
     from tvm.script.tirx import tile as Tx
     from tvm.tirx.lang.pipeline import MBarrier, Pipeline, PipelineState, TCGen05Bar, TMABar
@@ -248,6 +247,16 @@ def test_the_chapter_kernel_builds_and_keeps_the_rules():
     ns["ROW"] = TileLayout(S[(128, 128) : (1 @ tid_in_wg, 1)])
     ns["ROW_CH"] = TileLayout(S[(128, 32) : (1 @ tid_in_wg, 1)])
     _exp2_helper(ns)
+    return ns
+
+
+def test_the_chapter_kernel_builds_and_keeps_the_rules():
+    """Build chapter 11B's make_fa4 (causal, GQA 4) and assert its budgets and ordering rules."""
+    import gpubook as gb
+    from gpubook import gemm as gg
+    from gpubook import lint
+
+    ns = chapter_namespace()
     make = gg.load_factory("11B-fa4-blackwell", "make_fa4", ns)
     k = gb.build(make(1, 8, 2, 256, "float16", True), name="fa4_test")
     assert lint.lint(k.ptx) == [], lint.report(k.ptx)

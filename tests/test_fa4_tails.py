@@ -75,23 +75,12 @@ def test_the_lse_check_refuses_the_slips_of_its_formula():
 
 def _namespace() -> dict:
     """The names `make_fa4_tails` and `inputs` use, as the chapter defines them."""
-    from tvm.script import tirx as T
-    from tvm.script.tirx import tile as Tx
-    from tvm.tirx.lang.pipeline import MBarrier, Pipeline, PipelineState, TCGen05Bar, TMABar
-    from tvm.tirx.layout import S, TileLayout, tid_in_wg
+    from test_fa4 import chapter_namespace
 
-    from test_fa4 import _exp2_helper
-
-    ns = dict(T=T, Tx=Tx, S=S, TileLayout=TileLayout, tid_in_wg=tid_in_wg, MBarrier=MBarrier,
-              Pipeline=Pipeline, PipelineState=PipelineState, TCGen05Bar=TCGen05Bar, TMABar=TMABar,
-              gb=gb, fa4=fa4, math=math, torch=torch, BLK=128, D=128, CH=32, TMEM_COLS=512, STAGES=5,
-              TILE_BYTES=128 * 128 * 2, REGS_PRODUCER=120, REGS_SOFTMAX=232)
-    ns["ROW"] = TileLayout(S[(128, 128) : (1 @ tid_in_wg, 1)])
-    ns["ROW_CH"] = TileLayout(S[(128, 32) : (1 @ tid_in_wg, 1)])
+    ns = chapter_namespace() | {"torch": torch}
     (cell,) = gg.chapter_cells(CHAPTER, "NO_MASK, DIAG, TAIL_MASK = ")
     head = cell.split("\n\n\ndef make_fa4_tails")[0].splitlines()
     exec(compile("\n".join(ln for ln in head if not ln.startswith(":")), f"{CHAPTER}:masks", "exec"), ns)
-    _exp2_helper(ns)
     gg.load_factory(CHAPTER, "inputs", ns)
     return ns
 
