@@ -131,18 +131,20 @@ def chapter_cells(chapter: str, containing: str, chapters_dir: Path | str | None
 
 
 def load_factory(chapter: str, name: str, namespace: dict[str, Any],
-                 edits: Sequence[tuple[str, str]] = ()) -> Callable[..., Any]:
+                 edits: Sequence[tuple[str, str] | tuple[str, str, int]] = ()) -> Callable[..., Any]:
     """Define chapter `chapter`'s function `name` in `namespace` (which must hold the names it
     uses) and return it: a kernel of an earlier chapter, rebuilt to find its replays.
 
     `edits` are (old, new) replacements applied to the source first, each old text occurring
-    exactly once: a planted defect, to show that the chapter's check fails on it."""
+    exactly once, or (old, new, times), each occurring exactly `times` times and all replaced:
+    a planted defect, to show that the chapter's check fails on it, or a kernel's next version."""
     import linecache
 
     src = chapter_source(chapter, name) + "\n"
-    for old, new in edits:
-        if src.count(old) != 1:
-            raise ValueError(f"{chapter}:{name}: {old!r} occurs {src.count(old)} times, not once")
+    for old, new, *times in edits:
+        want = times[0] if times else 1
+        if src.count(old) != want:
+            raise ValueError(f"{chapter}:{name}: {old!r} occurs {src.count(old)} times, not {want}")
         src = src.replace(old, new)
     tag = f"~{abs(hash(tuple(edits))):x}" if edits else ""
     filename = str(CHAPTERS_DIR / f"{chapter}.md:{name}{tag}")  # TIRx's parser reads the source back

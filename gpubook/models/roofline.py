@@ -94,6 +94,18 @@ def attention_flops(batch: int, heads: int, seq_q: int, seq_kv: int, head_dim: i
     return f / 2 if causal else f  # the usual convention: causal masking skips half the scores
 
 
+def window_pairs(seqlen: int, left: int, right: int) -> int:
+    """How many (query, key) pairs a local window lets through at equal lengths: query i sees
+    keys max(0, i - left) through min(seqlen - 1, i + right)."""
+    return sum(min(seqlen - 1, i + right) - max(0, i - left) + 1 for i in range(seqlen))
+
+
+def window_flops(batch: int, heads: int, seqlen: int, head_dim: int, left: int, right: int) -> float:
+    """Matmul FLOPs of local attention counted as FlashAttention counts them: 4 d per pair the
+    window lets through (Q K^T and P V), none for the pairs it leaves out."""
+    return 4.0 * batch * heads * head_dim * window_pairs(seqlen, left, right)
+
+
 def attention_bytes(batch: int, heads: int, seq_q: int, seq_kv: int, head_dim: int,
                     elem_bytes: int, score_bytes: int | None = None) -> float:
     """HBM bytes: Q, K, V read and O written once (fused); plus S and P round trips when unfused."""

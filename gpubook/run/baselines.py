@@ -3,6 +3,7 @@ arguments (inputs first, output last), so that a GPU host can rebuild them from 
 
 from __future__ import annotations
 
+import re
 from typing import Any, Callable, Sequence
 
 BASELINES: dict[str, Callable[..., Any]] = {
@@ -57,12 +58,73 @@ def _sdpa(q: Any, k: Any, v: Any, o: Any, causal: bool, backend: str | None = No
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
 
 
-def baseline_names(baseline: str | Sequence[str] | None) -> list[str]:
-    """The baselines a bench names (one name or several), each checked against BASELINES."""
-    names = [] if baseline is None else [baseline] if isinstance(baseline, str) else list(baseline)
+# Baselines with parameters in their names, so that a GPU host rebuilds them from the name alone.
+# Local (sliding-window) attention, query i seeing keys i - LEFT through i + RIGHT:
+#   flex_window_LEFT_RIGHT: FlexAttention compiled with a block mask of the window, which skips
+#     the blocks of keys the window leaves out, the fastest path PyTorch has for it;
+#   sdpa_masked_window_LEFT_RIGHT: SDPA's default dispatch with the window as a boolean mask,
+#     which computes every score.
+FAMILIES: dict[str, Callable[..., Callable[..., Any]]] = {
+    r"flex_window_(\d+)_(\d+)": lambda left, right: (
+        lambda q, k, v, o: _flex_window(q, k, v, int(left), int(right))),
+    r"sdpa_masked_window_(\d+)_(\d+)": lambda left, right: (
+        lambda q, k, v, o: _sdpa_masked(q, k, v, (int(left), int(right)))),
+}
+_CACHE: dict[Any, Any] = {}
+
+
+def baseline(name: str) -> Callable[..., Any]:
+    """The baseline of a name: BASELINES', or a family's with the name's parameters."""
+    if name in BASELINES:
+        return BASELINES[name]
+    for pattern, make in FAMILIES.items():
+        m = re.fullmatch(pattern, name)
+        if m:
+            return make(*m.groups())
+    raise ValueError(f"unknown baseline {name!r}; known: {', '.join(BASELINES)}, "
+                     f"and the families {', '.join(FAMILIES)}")
+
+
+def _window_mask(n: int, m: int, window: tuple[int, int], device: Any) -> Any:
+    """SDPA's boolean mask of a window: True where query i may see key j."""
+    key = ("mask", n, m, window, str(device))
+    if key not in _CACHE:
+        import torch
+
+        i = torch.arange(n, device=device)[:, None]
+        j = torch.arange(m, device=device)[None, :]
+        _CACHE[key] = (j >= i - window[0]) & (j <= i + window[1])
+    return _CACHE[key]
+
+
+def _sdpa_masked(q: Any, k: Any, v: Any, window: tuple[int, int]) -> Any:
+    import torch.nn.functional as F
+
+    mask = _window_mask(q.shape[2], k.shape[2], window, q.device)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, enable_gqa=q.shape[1] != k.shape[1])
+
+
+def _flex_window(q: Any, k: Any, v: Any, left: int, right: int) -> Any:
+    """FlexAttention (compiled once per process) with the window's block mask (made once per
+    shape): blocks of keys wholly outside the window are skipped, edge blocks masked."""
+    import torch
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    if "flex" not in _CACHE:
+        _CACHE["flex"] = torch.compile(flex_attention, dynamic=False)
+    key = ("flex", q.shape[2], k.shape[2], left, right, str(q.device))
+    if key not in _CACHE:
+        def window(b: Any, h: Any, i: Any, j: Any) -> Any:
+            return (j >= i - left) & (j <= i + right)
+        _CACHE[key] = create_block_mask(window, None, None, q.shape[2], k.shape[2], device=q.device)
+    return _CACHE["flex"](q, k, v, block_mask=_CACHE[key], enable_gqa=q.shape[1] != k.shape[1])
+
+
+def baseline_names(baseline_: str | Sequence[str] | None) -> list[str]:
+    """The baselines a bench names (one name or several), each one BASELINES or a family knows."""
+    names = [] if baseline_ is None else [baseline_] if isinstance(baseline_, str) else list(baseline_)
     for b in names:
-        if b not in BASELINES:
-            raise ValueError(f"unknown baseline {b!r}; known: {', '.join(BASELINES)}")
+        baseline(b)
     if len(set(names)) != len(names):
         raise ValueError(f"baselines named twice: {names}")
     return names

@@ -40,23 +40,39 @@ def _t():
     return torch
 
 
-def _sdpa_fp32(q: Any, k: Any, v: Any, causal: bool) -> Any:
+def hidden_keys(n: int, m: int, causal: bool = False, window: Sequence[int] | None = None,
+                device: Any = None) -> Any:
+    """The (n, m) boolean mask of the keys each query may not see, or None when it sees all: the
+    causal mask (top-left aligned, SDPA's), or a local window (left, right) under which query i
+    sees keys i - left through i + right (FlashAttention's window_size, equal lengths)."""
+    torch = _t()
+    if window is not None:
+        left, right = window
+        i = torch.arange(n, device=device)[:, None]
+        j = torch.arange(m, device=device)[None, :]
+        return (j < i - left) | (j > i + right)
+    if causal:
+        return torch.ones(n, m, dtype=torch.bool, device=device).triu(m - n + 1)
+    return None
+
+
+def _sdpa_fp32(q: Any, k: Any, v: Any, causal: bool, window: Sequence[int] | None = None) -> Any:
     """Attention in fp32 on the GPU, from the 16-bit inputs (grouped-query heads repeated)."""
     torch = _t()
     if k.shape[1] != q.shape[1]:
         rep = q.shape[1] // k.shape[1]
         k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
     out = torch.empty(q.shape, dtype=torch.float32, device=q.device)
+    mask = hidden_keys(q.shape[-2], k.shape[-2], causal, window, q.device)
     for b in range(q.shape[0]):  # one batch at a time: S x S scores in fp32 per head
         s = q[b].float() @ k[b].float().transpose(-1, -2) * q.shape[-1] ** -0.5
-        if causal:
-            n, m = s.shape[-2:]
-            s.masked_fill_(torch.ones(n, m, dtype=torch.bool, device=s.device).triu(m - n + 1), float("-inf"))
+        if mask is not None:
+            s.masked_fill_(mask, float("-inf"))
         out[b] = torch.softmax(s, dim=-1) @ v[b].float()
     return out
 
 
-def _sdpa_low(q: Any, k: Any, v: Any, causal: bool) -> Any:
+def _sdpa_low(q: Any, k: Any, v: Any, causal: bool, window: Sequence[int] | None = None) -> Any:
     """Attention as a plain PyTorch program in the inputs' 16-bit dtype computes it: S = Q Kᵀ and
     O = P V as 16-bit matmuls (fp32 accumulation, each product rounded to the dtype), the
     softmax in fp32 on the 16-bit scores times the scale, P rounded to the dtype. The softmax is
@@ -70,13 +86,12 @@ def _sdpa_low(q: Any, k: Any, v: Any, causal: bool) -> Any:
         rep = q.shape[1] // k.shape[1]
         k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
     out = torch.empty(q.shape, dtype=dt, device=q.device)
-    n, m = q.shape[-2], k.shape[-2]
-    mask = torch.ones(n, m, dtype=torch.bool, device=q.device).triu(m - n + 1) if causal else None
+    mask = hidden_keys(q.shape[-2], k.shape[-2], causal, window, q.device)
     for b in range(q.shape[0]):
         for h in range(0, q.shape[1], 8):  # 8 heads at a time: S x S scores in fp32 per head
             s = (q[b, h:h + 8].float() @ k[b, h:h + 8].float().transpose(-1, -2)).to(dt).float()
             s.mul_(q.shape[-1] ** -0.5)
-            if causal:
+            if mask is not None:
                 s.masked_fill_(mask, float("-inf"))
             p = torch.softmax(s, dim=-1).to(dt)
             del s
@@ -121,17 +136,23 @@ REFERENCES: dict[str, Callable[..., Any]] = {
     "box_corners": lambda a, b, blk_m, blk_n, blk_k, ctas, **_: _box_corners(a, b, blk_m, blk_n, blk_k, ctas),
     "sdpa_fp32": lambda q, k, v, **_: _sdpa_fp32(q, k, v, causal=False),
     "sdpa_fp32_causal": lambda q, k, v, **_: _sdpa_fp32(q, k, v, causal=True),
+    # a local window: query i sees keys i - left through i + right
+    "sdpa_fp32_window": lambda q, k, v, left, right, **_: _sdpa_fp32(q, k, v, False, (left, right)),
     "scaled_matmul_nt": lambda a, b, sa, sb, **_: _scaled_matmul(a, b, sa, sb),
 }
 
 # The low-precision results of the "reference" bound: each takes the kernel's inputs, the fp32
-# reference and the output's dtype, and returns the output a program in that precision computes.
+# reference and the output's dtype (and the tolerance's own parameters, such as a window's
+# "left" and "right"), and returns the output a program in that precision computes.
 LOW: dict[str, Callable[..., Any]] = {
     # a GEMM in the kernel's precision: fp32 sums (the reference's), rounded to D's dtype once
-    "rounded": lambda inputs, ref, dtype: ref.to(dtype),
-    "sdpa_lowp": lambda inputs, ref, dtype: _sdpa_low(*inputs[:3], causal=False),
-    "sdpa_lowp_causal": lambda inputs, ref, dtype: _sdpa_low(*inputs[:3], causal=True),
+    "rounded": lambda inputs, ref, dtype, **_: ref.to(dtype),
+    "sdpa_lowp": lambda inputs, ref, dtype, **_: _sdpa_low(*inputs[:3], causal=False),
+    "sdpa_lowp_causal": lambda inputs, ref, dtype, **_: _sdpa_low(*inputs[:3], causal=True),
+    "sdpa_lowp_window": lambda inputs, ref, dtype, left, right, **_: _sdpa_low(*inputs[:3], False, (left, right)),
 }
+# what a "reference" bound may carry besides its own keys: the parameters of its low result
+LOW_PARAMETERS = ("left", "right")
 
 
 def tolerance_spec(tolerance: Any) -> dict[str, Any]:
@@ -176,7 +197,8 @@ def reference_allowance(spec: dict[str, Any], inputs: Sequence[Any], ref: Any, o
     last axis kept, of length 1): allowance = factor e_ref + eps."""
     torch = _t()
     with torch.no_grad():
-        low = LOW[spec["low"]](inputs, ref, getattr(torch, out_dtype))
+        params = {k: spec[k] for k in LOW_PARAMETERS if k in spec}
+        low = LOW[spec["low"]](inputs, ref, getattr(torch, out_dtype), **params)
         e_ref = (low.to(ref.dtype) - ref).abs().amax(dim=-1, keepdim=True)
         del low
         eps = UNIT_ROUNDOFF[out_dtype] * ref.abs().amax(dim=-1, keepdim=True)
@@ -184,13 +206,13 @@ def reference_allowance(spec: dict[str, Any], inputs: Sequence[Any], ref: Any, o
 
 
 def reference_atol(low: str, inputs: Sequence[Any], ref: Any, out_dtype: str, factor: float = 2,
-                   cap: float | None = None) -> float:
+                   cap: float | None = None, **params: Any) -> float:
     """The "reference" bound as one atol for a check's elementwise comparison (rtol 0): factor
     times the low-precision result's largest error plus one rounding of the largest output,
     over the whole output; no larger than `cap` (an allowance argued otherwise) when given."""
     torch = _t()
     ref = ref.to(torch.float32)
-    spec = {"bound": "reference", "factor": factor, "low": low}
+    spec = {"bound": "reference", "factor": factor, "low": low, **params}
     _, e_ref, _ = reference_allowance(spec, inputs, ref, out_dtype)
     atol = factor * float(e_ref.max()) + UNIT_ROUNDOFF[out_dtype] * float(ref.abs().max())
     return atol if cap is None else min(atol, float(cap))

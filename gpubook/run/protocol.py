@@ -20,7 +20,8 @@ import statistics
 from typing import Any, Sequence
 
 from . import runtime
-from .baselines import BASELINES, baseline_names
+from .baselines import baseline_names
+from .baselines import baseline as baseline_fn
 
 REPEATS = 3  # independent processes per ladder, at least
 
@@ -93,7 +94,7 @@ def measure_ladder(members: Sequence[tuple[Any, dict[str, Any]]]) -> dict[str, d
                 continue
             fns[meta["name"]] = (lambda launcher=launcher, args=args: launcher(*args))
         for b in baselines_of([metas[i] for i in idx]):
-            fns[f"baseline:{b}{tag}"] = (lambda b=b, args=args: BASELINES[b](*args))
+            fns[f"baseline:{b}{tag}"] = (lambda f=baseline_fn(b), args=args: f(*args))
         expected.clear()
     if not any(m["name"] in fns for m in metas):
         return recs
