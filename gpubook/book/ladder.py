@@ -150,7 +150,7 @@ def load_factory(chapter: str, name: str, namespace: dict[str, Any],
     filename = str(CHAPTERS_DIR / f"{chapter}.md:{name}{tag}")  # TIRx's parser reads the source back
     linecache.cache[filename] = (len(src), None, src.splitlines(True), filename)
     exec(compile(src, filename, "exec"), namespace)
-    return namespace[name]
+    return namespace[re.match(r"def (\w+)\(", src).group(1)]   # an edit may rename it
 
 
 def diff_counts(old: Callable[..., Any] | str, new: Callable[..., Any] | str) -> tuple[int, int]:

@@ -1,5 +1,5 @@
 """What chapter 11B's attention kernel adds for the calls readers make: a ragged last block (any
-length of at least 1) and the log-sum-exp of each row.
+length of at least 1), the log-sum-exp of each row, and a local (sliding-window) mask.
 
 The log-sum-exp is what the backward pass and the combine step of split-KV decoding read back:
 LSE_i = ln sum_j exp(q_i . k_j / sqrt(d)) over the keys row i sees. The kernel forms it from
@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .fa4 import exp2_soft
+from .fa4 import FA4CallError, exp2_soft
 
 MUFU_REL_ERROR = 2.0**-22        # ex2.approx.ftz.f32 and lg2.approx.ftz.f32 (PTX ISA), relative
 FP32_UNIT = 2.0**-24             # unit roundoff of float32
@@ -33,9 +33,62 @@ def _cubic_rel_error() -> float:
 CUBIC_REL_ERROR = _cubic_rel_error()
 
 
-def scores(q: Any, k: Any, causal: bool) -> Any:
+# -- a local window --------------------------------------------------------------------------
+# Query i sees keys i - left through i + right (FlashAttention's window_size, equal lengths).
+# A kernel walks, for a tile of rows q0 .. q0 + tile - 1, the blocks of keys from the one holding
+# q0 - left to the one holding q0 + tile - 1 + right, and masks those where a row's window starts
+# or ends inside. The slips below are what a kernel computes with one of those steps wrong.
+WINDOW_SLIPS = ("no left bound", "first block skipped", "no right bound")
+
+
+def validate_window(window: Any, causal: bool = False) -> tuple[int, int]:
+    """(left, right) of a window, or FA4CallError naming the rule."""
+    if not (isinstance(window, tuple) and len(window) == 2
+            and all(isinstance(w, int) and not isinstance(w, bool) for w in window)):
+        raise FA4CallError(f"window must be (left, right), two ints, got {window!r}")
+    if min(window) < 0:
+        raise FA4CallError(f"window sizes must be >= 0, got {window}: query i sees keys i - left through "
+                           "i + right; for no limit on one side, give seqlen")
+    if causal:
+        raise FA4CallError("give a window or causal=True, not both: the window (left, 0) is causal")
+    return window
+
+
+def window_sees(n: int, window: tuple[int, int], slip: str | None = None, tile: int = 128,
+                block: int = 128) -> Any:
+    """(n, n) booleans, True where query i sees key j under the window; with `slip` (one of
+    WINDOW_SLIPS), what a kernel of `tile`-row Q tiles and `block`-key blocks computes when it
+    masks its edge blocks without the left bound, starts one block late, or masks without the
+    right bound."""
+    import torch
+
+    left, right = window
+    i, j = torch.arange(n)[:, None], torch.arange(n)[None, :]
+    q0 = i // tile * tile
+    first = (q0 - left).clamp(min=0) // block * block
+    end = ((q0 + tile - 1 + right) // block + 1) * block
+    inside = (j >= i - left) & (j <= i + right)
+    if slip is None:
+        return inside
+    return {"no left bound": (j >= first) & (j <= i + right),
+            "first block skipped": inside & (j >= first + block),
+            "no right bound": (j >= i - left) & (j < end)}[slip]
+
+
+def reference_window(q: Any, k: Any, v: Any, window: tuple[int, int], slip: str | None = None) -> Any:
+    """SDPA's math backend in float32 with the window (or a slip of it) as a boolean mask."""
+    import torch.nn.functional as F
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    with sdpa_kernel(SDPBackend.MATH):
+        return F.scaled_dot_product_attention(q.float(), k.float(), v.float(),
+                                              attn_mask=window_sees(q.shape[2], window, slip),
+                                              enable_gqa=q.shape[1] != k.shape[1])
+
+
+def scores(q: Any, k: Any, causal: bool, window: tuple[int, int] | None = None) -> Any:
     """q k^T / sqrt(d) in float64, GQA by head index, the keys a row does not see at -inf
-    (top-left causal mask, as SDPA's is_causal)."""
+    (top-left causal mask, as SDPA's is_causal, or a local window)."""
     import torch
 
     ratio = q.shape[1] // k.shape[1]
@@ -44,22 +97,25 @@ def scores(q: Any, k: Any, causal: bool) -> Any:
     if causal:
         S = q.shape[2]
         s = s.masked_fill(torch.ones(S, S, dtype=torch.bool).triu(1), -math.inf)
+    if window is not None:
+        s = s.masked_fill(~window_sees(q.shape[2], window), -math.inf)
     return s
 
 
-def reference_lse(q: Any, k: Any, causal: bool) -> Any:
+def reference_lse(q: Any, k: Any, causal: bool, window: tuple[int, int] | None = None) -> Any:
     """The log-sum-exp of each row's scaled scores, in float64, returned as float32 (B, H, S)."""
-    return scores(q, k, causal).logsumexp(dim=-1).float()
+    return scores(q, k, causal, window).logsumexp(dim=-1).float()
 
 
-def lse_tolerance(q: Any, k: Any, causal: bool, cubic: bool = True) -> float:
+def lse_tolerance(q: Any, k: Any, causal: bool, cubic: bool = True,
+                  window: tuple[int, int] | None = None) -> float:
     """atol for |LSE - reference|. The row sum l is a sum of float32 exponentials, each within
     CUBIC_REL_ERROR of 2^x (the cubic; the MUFU's ex2 is far closer; `cubic=False` for a kernel
     that takes every exponential on the MUFU), after x = s * scale - m is rounded to float32
     (an error of up to 2 |x| units of 2^-24 in the exponent, ln 2 times that in the weight);
     l accumulates up to S of them in float32, lg2 adds its own relative error, and
     ln(l (1 + e)) = ln l + e. The check allows twice the sum."""
-    s = scores(q, k, causal)
+    s = scores(q, k, causal, window)
     x_max = float(s.masked_fill(s == -math.inf, 0).abs().max()) * math.log2(math.e)
     S = q.shape[2]
     per_row = ((CUBIC_REL_ERROR if cubic else 0.0) + MUFU_REL_ERROR + math.log(2) * 2 * (2 * x_max) * FP32_UNIT

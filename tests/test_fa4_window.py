@@ -1,0 +1,96 @@
+"""Chapter 11B's local-window kernel (`make_fa4_window`, `make_fa4_tails` with the chapter's
+EDITS_WINDOW): what it refuses, the references its check uses, and the defect the chapter
+warns about, planted and simulated.
+
+A row whose first block of keys hides all of its keys has a row max of -inf; the kernel then
+subtracts 0 instead of the max, so that its exponentials are 0 rather than 2^(-inf + inf) =
+NaN. The planted kernel subtracts the max anyway; at the chapter's first check case (a window
+of 50 keys, so that in every tile after the first the last 78 rows see nothing in the first
+block) its simulated check must mismatch. The kernel as written passes the same check in the
+chapter's simulation record."""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import gpubook as gb
+from gpubook import export, fa4, simulate
+from gpubook import gemm as gg
+from gpubook.models import fa4_features as fa4x
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_fa4_tails import CHAPTER, _namespace, needs_sim  # noqa: E402
+
+GUARD = "T.Select(m[0] == T.float32(-math.inf), T.float32(0.0), m[0])"
+SHAPE, WINDOW, SEED = (1, 2, 1, 300, "float16"), (50, 0), 1400      # the chapter's first window case
+
+
+def chapter_edits() -> list:
+    (cell,) = gg.chapter_cells(CHAPTER, "EDITS_WINDOW = [")
+    listing = cell[cell.index("EDITS_WINDOW = [") + len("EDITS_WINDOW = "):cell.index("\ngg.load_factory")]
+    return ast.literal_eval(listing)
+
+
+def cases() -> list:
+    (cell,) = gg.chapter_cells(CHAPTER, "CASES_WINDOW = [")
+    listing = cell[cell.index("CASES_WINDOW = [") + len("CASES_WINDOW = "):]
+    assert "seed=1400 + 10 * i" in cell
+    return ast.literal_eval(re.sub(r"#[^\n]*", "", listing[:listing.index("]\n") + 1]))
+
+
+def window_namespace(edits: list) -> dict:
+    ns = _namespace() | {"fa4x": fa4x}
+    gg.load_factory(CHAPTER, "make_fa4_tails", ns, edits=edits)
+    return ns
+
+
+def test_the_planted_case_is_the_chapters_first_window_case():
+    assert cases()[0] == SHAPE + (WINDOW, False) and SEED == 1400
+    assert sum(GUARD in new for _, new, *_ in chapter_edits()) == 1
+
+
+@pytest.mark.parametrize("window", [(-1, 0), (0, -3), (5,), [5, 0], (True, 0), (2.0, 1)])
+def test_a_bad_window_is_refused_before_the_build(window):
+    make = window_namespace(chapter_edits())["make_fa4_window"]
+    with pytest.raises(fa4.FA4CallError, match="window"):
+        make(*SHAPE, window)
+    with pytest.raises(fa4.FA4CallError, match="not both"):
+        fa4x.validate_window((8, 0), causal=True)
+
+
+def test_the_window_lse_is_the_logsumexp_over_the_window():
+    q, k = torch.randn(1, 2, 70, 16, dtype=torch.float64), torch.randn(1, 1, 70, 16, dtype=torch.float64)
+    lse = fa4x.reference_lse(q, k, False, (5, 2))
+    s = fa4x.scores(q, k, False)
+    i = 40                                              # row 40 sees keys 35 .. 42
+    assert torch.allclose(lse[0, 1, i].double(), s[0, 1, i, 35:43].logsumexp(-1), rtol=1e-6)
+    assert torch.equal(fa4x.reference_lse(q, k, False, (70, 0)), fa4x.reference_lse(q, k, True))
+
+
+@pytest.mark.sim
+@needs_sim
+def test_the_check_fails_in_simulation_without_the_unseen_row_guard(tmp_path, monkeypatch):
+    planted = [(old, new.replace(GUARD, "m[0]"), *rest) for old, new, *rest in chapter_edits()]
+    ns = window_namespace(planted)
+    args = ns["inputs"](*SHAPE, SEED) + [torch.empty(*SHAPE[:2], SHAPE[3])]
+    atol = (fa4.tolerance(args[2], SHAPE[4]), fa4x.lse_tolerance(args[0], args[1], False, window=WINDOW))
+    before = export.current_chapter()
+    monkeypatch.setenv(export.EXPORT_ENV, str(tmp_path))
+    export.set_chapter("simtest")
+    try:
+        k = gb.build(ns["make_fa4_window"](*SHAPE, WINDOW), name="fa4_window_unguarded")
+        gb.check(k, args, ref=lambda q, kk, v, o, lse: (fa4x.reference_window(q, kk, v, WINDOW),
+                                                       fa4x.reference_lse(q, kk, False, WINDOW)),
+                 outputs=(3, 4), rtol=(0, 0), atol=atol)
+    finally:
+        export.set_chapter(before)
+    rec = simulate.simulate_case(tmp_path / "cases" / "simtest--fa4_window_unguarded--check", tools=("numbers",),
+                                 timeout=900, workers=min(2, os.cpu_count() or 1))
+    assert rec["status"] == "failed" and rec["tools"]["numbers"]["verdict"] == "mismatch", rec
