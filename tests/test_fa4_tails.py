@@ -100,16 +100,22 @@ def test_the_check_fails_in_simulation_without_the_ragged_mask(tmp_path, monkeyp
     batch, heads, kv_heads, seqlen, dtype, causal = SHAPE
     args = ns["inputs"](batch, heads, kv_heads, seqlen, dtype, SEED) + [torch.empty(batch, heads, seqlen)]
     atol = (fa4.tolerance(args[2], dtype), fa4x.lse_tolerance(args[0], args[1], causal))
+    rec = simulated_check(make(*SHAPE), "fa4_tails_unmasked", args,
+                          lambda q, kk, v, o, lse: (fa4.reference(q, kk, v, causal), fa4x.reference_lse(q, kk, causal)),
+                          atol, tmp_path, monkeypatch)
+    assert rec["status"] == "failed" and rec["tools"]["numbers"]["verdict"] == "mismatch", rec
+
+
+def simulated_check(func, name: str, args: list, ref, atol, tmp_path, monkeypatch) -> dict:
+    """Build `func`, export its check of O and the LSE (the chapter's tolerances) and simulate
+    the numbers in NumSim; the simulation's record."""
     before = export.current_chapter()
     monkeypatch.setenv(export.EXPORT_ENV, str(tmp_path))
     export.set_chapter("simtest")
     try:
-        k = gb.build(make(*SHAPE), name="fa4_tails_unmasked")
-        gb.check(k, args, ref=lambda q, kk, v, o, lse: (fa4.reference(q, kk, v, causal),
-                                                       fa4x.reference_lse(q, kk, causal)),
-                 outputs=(3, 4), rtol=(0, 0), atol=atol)
+        k = gb.build(func, name=name)
+        gb.check(k, args, ref=ref, outputs=(3, 4), rtol=(0, 0), atol=atol)
     finally:
         export.set_chapter(before)
-    rec = simulate.simulate_case(tmp_path / "cases" / "simtest--fa4_tails_unmasked--check", tools=("numbers",),
-                                 timeout=900, workers=min(2, os.cpu_count() or 1))
-    assert rec["status"] == "failed" and rec["tools"]["numbers"]["verdict"] == "mismatch", rec
+    return simulate.simulate_case(tmp_path / "cases" / f"simtest--{name}--check", tools=("numbers",),
+                                  timeout=900, workers=min(2, os.cpu_count() or 1))

@@ -12,7 +12,6 @@ chapter's simulation record."""
 from __future__ import annotations
 
 import ast
-import os
 import re
 import sys
 from pathlib import Path
@@ -20,13 +19,12 @@ from pathlib import Path
 import pytest
 import torch
 
-import gpubook as gb
-from gpubook import export, fa4, simulate
+from gpubook import fa4
 from gpubook import gemm as gg
 from gpubook.models import fa4_features as fa4x
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_fa4_tails import CHAPTER, _namespace, needs_sim  # noqa: E402
+from test_fa4_tails import CHAPTER, _namespace, needs_sim, simulated_check  # noqa: E402
 
 GUARD = "T.Select(m[0] == T.float32(-math.inf), T.float32(0.0), m[0])"
 SHAPE, WINDOW, SEED = (1, 2, 1, 300, "float16"), (50, 0), 1400      # the chapter's first window case
@@ -81,16 +79,8 @@ def test_the_check_fails_in_simulation_without_the_unseen_row_guard(tmp_path, mo
     ns = window_namespace(planted)
     args = ns["inputs"](*SHAPE, SEED) + [torch.empty(*SHAPE[:2], SHAPE[3])]
     atol = (fa4.tolerance(args[2], SHAPE[4]), fa4x.lse_tolerance(args[0], args[1], False, window=WINDOW))
-    before = export.current_chapter()
-    monkeypatch.setenv(export.EXPORT_ENV, str(tmp_path))
-    export.set_chapter("simtest")
-    try:
-        k = gb.build(ns["make_fa4_window"](*SHAPE, WINDOW), name="fa4_window_unguarded")
-        gb.check(k, args, ref=lambda q, kk, v, o, lse: (fa4x.reference_window(q, kk, v, WINDOW),
-                                                       fa4x.reference_lse(q, kk, False, WINDOW)),
-                 outputs=(3, 4), rtol=(0, 0), atol=atol)
-    finally:
-        export.set_chapter(before)
-    rec = simulate.simulate_case(tmp_path / "cases" / "simtest--fa4_window_unguarded--check", tools=("numbers",),
-                                 timeout=900, workers=min(2, os.cpu_count() or 1))
+    rec = simulated_check(ns["make_fa4_window"](*SHAPE, WINDOW), "fa4_window_unguarded", args,
+                          lambda q, kk, v, o, lse: (fa4x.reference_window(q, kk, v, WINDOW),
+                                                    fa4x.reference_lse(q, kk, False, WINDOW)),
+                          atol, tmp_path, monkeypatch)
     assert rec["status"] == "failed" and rec["tools"]["numbers"]["verdict"] == "mismatch", rec
