@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from ..run.outcheck import hidden_keys
 from .fa4 import FA4CallError, exp2_soft
 
 MUFU_REL_ERROR = 2.0**-22        # ex2.approx.ftz.f32 and lg2.approx.ftz.f32 (PTX ISA), relative
@@ -62,14 +63,14 @@ def window_sees(n: int, window: tuple[int, int], slip: str | None = None, tile: 
     right bound."""
     import torch
 
+    inside = ~hidden_keys(n, n, window=window)
+    if slip is None:
+        return inside
     left, right = window
     i, j = torch.arange(n)[:, None], torch.arange(n)[None, :]
     q0 = i // tile * tile
     first = (q0 - left).clamp(min=0) // block * block
     end = ((q0 + tile - 1 + right) // block + 1) * block
-    inside = (j >= i - left) & (j <= i + right)
-    if slip is None:
-        return inside
     return {"no left bound": (j >= first) & (j <= i + right),
             "first block skipped": inside & (j >= first + block),
             "no right bound": (j >= i - left) & (j < end)}[slip]

@@ -89,11 +89,9 @@ def _window_mask(n: int, m: int, window: tuple[int, int], device: Any) -> Any:
     """SDPA's boolean mask of a window: True where query i may see key j."""
     key = ("mask", n, m, window, str(device))
     if key not in _CACHE:
-        import torch
+        from .outcheck import hidden_keys
 
-        i = torch.arange(n, device=device)[:, None]
-        j = torch.arange(m, device=device)[None, :]
-        _CACHE[key] = (j >= i - window[0]) & (j <= i + window[1])
+        _CACHE[key] = ~hidden_keys(n, m, window=window, device=device)
     return _CACHE[key]
 
 
