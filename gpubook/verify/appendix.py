@@ -143,7 +143,7 @@ ROWS_SHOWN = 30
 WIDTHS = "18 17 39 13 13"  # kernel, compiled for, verified, time, stress (a reason's words fit whole)
 
 
-# A name longer than this is wider than the kernel column at 1280 px (a check case's build, named
+# A name longer than this is wider than its column at 1280 px (a check case's build, named
 # by its parameters, runs to 70 characters, wider than a phone): it may break after each
 # underscore, between its parameters, and nowhere inside one. A shorter name stays one piece.
 BREAKABLE = 16
@@ -198,7 +198,7 @@ def chapter_sections(table_rows: list[dict[str, Any]], chapters_dir: Path | str 
             anchor = ids.get(key) if key not in anchored else None
             anchored.add(key)
             body.append([_kernel_cell(r, repeated, anchor, there), matrix.compiled(r), matrix._verified(r),
-                         matrix._speed(r["perf"]), matrix.stress(r)])
+                         breakable(matrix._speed(r["perf"])), matrix.stress(r)])
         out.append(_list_table(TABLE_COLUMNS, body[:ROWS_SHOWN], "gpubook-matrix", WIDTHS))
         if len(body) > ROWS_SHOWN:  # a chapter of many cases: the rest folded, one click away
             rest = len(body) - ROWS_SHOWN
