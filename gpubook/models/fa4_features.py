@@ -90,16 +90,12 @@ def reference_window(q: Any, k: Any, v: Any, window: tuple[int, int], slip: str 
 def scores(q: Any, k: Any, causal: bool, window: tuple[int, int] | None = None) -> Any:
     """q k^T / sqrt(d) in float64, GQA by head index, the keys a row does not see at -inf
     (top-left causal mask, as SDPA's is_causal, or a local window)."""
-    import torch
-
     ratio = q.shape[1] // k.shape[1]
     kk = k.double().repeat_interleave(ratio, dim=1)
     s = q.double() @ kk.transpose(-1, -2) / math.sqrt(q.shape[-1])
-    if causal:
-        S = q.shape[2]
-        s = s.masked_fill(torch.ones(S, S, dtype=torch.bool).triu(1), -math.inf)
-    if window is not None:
-        s = s.masked_fill(~window_sees(q.shape[2], window), -math.inf)
+    for hidden in (hidden_keys(q.shape[2], k.shape[2], causal=causal), hidden_keys(q.shape[2], k.shape[2], window=window)):
+        if hidden is not None:
+            s = s.masked_fill(hidden, -math.inf)
     return s
 
 
