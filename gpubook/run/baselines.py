@@ -19,6 +19,10 @@ BASELINES: dict[str, Callable[..., Any]] = {
     "sdpa_flash_causal": lambda q, k, v, o: _sdpa(q, k, v, o, causal=True, backend="FLASH_ATTENTION"),
     "sdpa_cudnn": lambda q, k, v, o: _sdpa(q, k, v, o, causal=False, backend="CUDNN_ATTENTION"),
     "sdpa_cudnn_causal": lambda q, k, v, o: _sdpa(q, k, v, o, causal=True, backend="CUDNN_ATTENTION"),
+    # A variable-length batch, packed (total, H, d) with offsets cu (batch + 1): SDPA on nested
+    # jagged tensors, the packed rows viewed as one sequence per batch entry (no copy, no padding).
+    "sdpa_varlen": lambda q, k, v, cu, o: _sdpa_varlen(q, k, v, cu, causal=False),
+    "sdpa_varlen_causal": lambda q, k, v, cu, o: _sdpa_varlen(q, k, v, cu, causal=True),
     # FP8 GEMMs D = (sa A)(sb B)ᵀ through cuBLASLt (torch._scaled_mm), over the kernels' arguments
     # A (M x K), B (N x K), both float8 and K-major, their scales SA, SB (float32) and D (bf16).
     # One scale per tensor (SA, SB of one element): cuBLASLt's own accumulation, which adds the
@@ -116,6 +120,15 @@ def _flex_window(q: Any, k: Any, v: Any, left: int, right: int) -> Any:
             return (j >= i - left) & (j <= i + right)
         _CACHE[key] = create_block_mask(window, None, None, q.shape[2], k.shape[2], device=q.device)
     return _CACHE["flex"](q, k, v, block_mask=_CACHE[key], enable_gqa=q.shape[1] != k.shape[1])
+
+
+def _sdpa_varlen(q: Any, k: Any, v: Any, cu: Any, causal: bool) -> Any:
+    import torch
+    import torch.nn.functional as F
+
+    off = cu.to(torch.int64)
+    nested = [torch.nested.nested_tensor_from_jagged(t, offsets=off).transpose(1, 2) for t in (q, k, v)]
+    return F.scaled_dot_product_attention(*nested, is_causal=causal)
 
 
 def baseline_names(baseline_: str | Sequence[str] | None) -> list[str]:

@@ -211,7 +211,8 @@ def bench(kernel: Any, bytes: float | None = None, flops: float | None = None,
           baseline: str | Sequence[str] | None = None, name: str | None = None,
           dtype: str | None = None, flush: str = "read", warmup: int = 10,
           repeat: int = 50, tolerance: Any = None, reference: Any = None,
-          unchecked: str | None = None, ladder: str | None = None) -> Timing:
+          unchecked: str | None = None, ladder: str | None = None,
+          fixed: dict[str, list[Any]] | None = None) -> Timing:
     """Time a kernel on random inputs of its own shapes; report bandwidth or FLOP rate vs peak.
 
     `baseline` names one PyTorch baseline or several (a tuple): each is timed in the same run
@@ -229,6 +230,9 @@ def bench(kernel: Any, bytes: float | None = None, flops: float | None = None,
     `ladder` names the loop the replay times this kernel in, with every other kernel of the
     chapter timed at the same shape under the same name and all their baselines, repeated in
     several processes (gpubook.run.protocol); without one the kernel is a ladder of its own.
+
+    `fixed` gives the values of inputs that random ones would not make valid (by parameter
+    name: a variable-length batch's offsets); the case records them for the GPU host.
     """
     from . import outcheck
 
@@ -262,6 +266,8 @@ def bench(kernel: Any, bytes: float | None = None, flops: float | None = None,
         meta["baselines"] = names
     if ladder:
         meta["ladder"] = ladder
+    if fixed:
+        meta["fixed"] = {k: [int(x) if float(x).is_integer() else float(x) for x in v] for k, v in fixed.items()}
     record.record_perf(kernel, name, meta)
     why = runtime.why_not_here(kernel.runs_on)
     if why is not None:
@@ -279,7 +285,7 @@ def bench(kernel: Any, bytes: float | None = None, flops: float | None = None,
     launcher = runtime.load(kernel.export(arch), name, kernel.params, arch)
     t = measure(launcher, name, bytes=bytes, flops=flops, baseline=baseline, dtype=dtype,
                 flush=flush, warmup=warmup, repeat=repeat, tolerance=meta.get("tolerance"),
-                reference=ref, unchecked=unchecked)
+                reference=ref, unchecked=unchecked, fixed=meta.get("fixed"))
     if t.status == "failed":
         raise outcheck.OutputMismatch(f"{name}: {t.reason}")
     return t
@@ -288,7 +294,8 @@ def bench(kernel: Any, bytes: float | None = None, flops: float | None = None,
 def measure(launcher: Any, name: str, bytes: float | None = None, flops: float | None = None,
             baseline: str | Sequence[str] | None = None, dtype: str | None = None,
             flush: str = "read", warmup: int = 10, repeat: int = 50, tolerance: Any = None,
-            reference: Any = None, unchecked: str | None = None) -> Timing:
+            reference: Any = None, unchecked: str | None = None,
+            fixed: dict[str, list[Any]] | None = None) -> Timing:
     """Check, then time a loaded kernel and its PyTorch baselines, interleaved, on random inputs:
     the one timing path of notebooks and replays. The output check runs first (see `bench`);
     a failed one returns a Timing of status 'failed' and times nothing. The SM clock and its
@@ -298,7 +305,7 @@ def measure(launcher: Any, name: str, bytes: float | None = None, flops: float |
     from . import clocks, outcheck
 
     names = baseline_names(baseline)
-    args = random_args(launcher.params, device=runtime.DEVICE)
+    args = random_args(launcher.params, device=runtime.DEVICE, fixed=fixed)
     check = check_output(launcher, args, names, tolerance, reference, unchecked)
     if check.get("passed") is False:
         return Timing(name, "failed", gpu=runtime.local_gpu_name(), bytes=bytes, flops=flops,

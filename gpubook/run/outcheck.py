@@ -72,6 +72,19 @@ def _sdpa_fp32(q: Any, k: Any, v: Any, causal: bool, window: Sequence[int] | Non
     return out
 
 
+def _per_sequence(f: Callable[..., Any], q: Any, k: Any, v: Any, cu: Any, out_dtype: Any, **kw: Any) -> Any:
+    """`f` of a variable-length batch: q (total, H, d) and k, v (total, H_kv, d) packed, sequence
+    b in rows cu[b] to cu[b + 1]; f runs on each sequence as a batch of one (1, H, L, d)."""
+    torch = _t()
+    out = torch.zeros(q.shape, dtype=out_dtype, device=q.device)
+    bounds = [int(x) for x in cu.tolist()]
+    for s, e in zip(bounds[:-1], bounds[1:]):
+        if e > s:
+            view = [t[s:e].transpose(0, 1).unsqueeze(0) for t in (q, k, v)]
+            out[s:e] = f(*view, **kw)[0].transpose(0, 1)
+    return out
+
+
 def _sdpa_low(q: Any, k: Any, v: Any, causal: bool, window: Sequence[int] | None = None) -> Any:
     """Attention as a plain PyTorch program in the inputs' 16-bit dtype computes it: S = Q Kᵀ and
     O = P V as 16-bit matmuls (fp32 accumulation, each product rounded to the dtype), the
@@ -138,6 +151,9 @@ REFERENCES: dict[str, Callable[..., Any]] = {
     "sdpa_fp32_causal": lambda q, k, v, **_: _sdpa_fp32(q, k, v, causal=True),
     # a local window: query i sees keys i - left through i + right
     "sdpa_fp32_window": lambda q, k, v, left, right, **_: _sdpa_fp32(q, k, v, False, (left, right)),
+    # a variable-length batch, packed (total, H, d), sequence b in rows cu[b] to cu[b + 1]
+    "sdpa_fp32_varlen": lambda q, k, v, cu, causal=False, **_: _per_sequence(
+        _sdpa_fp32, q, k, v, cu, _t().float32, causal=causal),
     "scaled_matmul_nt": lambda a, b, sa, sb, **_: _scaled_matmul(a, b, sa, sb),
 }
 
@@ -150,9 +166,11 @@ LOW: dict[str, Callable[..., Any]] = {
     "sdpa_lowp": lambda inputs, ref, dtype, **_: _sdpa_low(*inputs[:3], causal=False),
     "sdpa_lowp_causal": lambda inputs, ref, dtype, **_: _sdpa_low(*inputs[:3], causal=True),
     "sdpa_lowp_window": lambda inputs, ref, dtype, left, right, **_: _sdpa_low(*inputs[:3], False, (left, right)),
+    "sdpa_lowp_varlen": lambda inputs, ref, dtype, causal=False, **_: _per_sequence(
+        _sdpa_low, *inputs[:4], dtype, causal=causal),
 }
 # what a "reference" bound may carry besides its own keys: the parameters of its low result
-LOW_PARAMETERS = ("left", "right")
+LOW_PARAMETERS = ("left", "right", "causal")
 
 
 def tolerance_spec(tolerance: Any) -> dict[str, Any]:

@@ -32,7 +32,7 @@ def ladder_key(meta: dict[str, Any]) -> tuple[str, str]:
 
 
 def _signature(meta: dict[str, Any]) -> list[tuple[Any, Any]]:
-    return [(tuple(p["shape"]), p["dtype"]) for p in meta["params"]]
+    return [(tuple(p["shape"]), p["dtype"]) for p in meta["params"]] + sorted((meta.get("fixed") or {}).items())
 
 
 def members_agree(metas: Sequence[dict[str, Any]]) -> None:
@@ -79,7 +79,7 @@ def measure_ladder(members: Sequence[tuple[Any, dict[str, Any]]]) -> dict[str, d
     fns: dict[str, Any] = {}
     keys: dict[str, dict[str, str]] = {}  # member -> its baselines' keys in the loop
     for g, idx in enumerate(groups.values()):
-        args = random_args(members[idx[0]][0].params, device=runtime.DEVICE)
+        args = random_args(members[idx[0]][0].params, device=runtime.DEVICE, fixed=metas[idx[0]].get("fixed"))
         expected: dict[str, Any] = {}
         tag = f"#{g}" if len(groups) > 1 else ""
         for i in idx:

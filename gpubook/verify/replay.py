@@ -108,7 +108,7 @@ def run_case(case_dir: Path, timing: bool = True, stress: bool = True) -> dict[s
                 baseline=meta.get("baselines") or meta.get("baseline"), dtype=meta.get("dtype"),
                 flush=meta.get("flush", "read"), warmup=meta.get("warmup", 10),
                 repeat=meta.get("repeat", 50), tolerance=meta.get("tolerance"),
-                reference=meta.get("reference"), unchecked=meta.get("unchecked"))
+                reference=meta.get("reference"), unchecked=meta.get("unchecked"), fixed=meta.get("fixed"))
     gpu_for(t.gpu)  # fails loudly for a GPU the hardware table does not know
     if t.output_check is not None:
         rec["output_check"] = t.output_check
