@@ -23,6 +23,10 @@ BASELINES: dict[str, Callable[..., Any]] = {
     # jagged tensors, the packed rows viewed as one sequence per batch entry (no copy, no padding).
     "sdpa_varlen": lambda q, k, v, cu, o: _sdpa_varlen(q, k, v, cu, causal=False),
     "sdpa_varlen_causal": lambda q, k, v, cu, o: _sdpa_varlen(q, k, v, cu, causal=True),
+    # The kernel that path dispatches to, FlashAttention-2's variable-length forward, called
+    # directly on the packed tensors: no nested tensors, one read of the longest length.
+    "flash_varlen": lambda q, k, v, cu, o: _flash_varlen(q, k, v, cu, causal=False),
+    "flash_varlen_causal": lambda q, k, v, cu, o: _flash_varlen(q, k, v, cu, causal=True),
     # FP8 GEMMs D = (sa A)(sb B)ᵀ through cuBLASLt (torch._scaled_mm), over the kernels' arguments
     # A (M x K), B (N x K), both float8 and K-major, their scales SA, SB (float32) and D (bf16).
     # One scale per tensor (SA, SB of one element): cuBLASLt's own accumulation, which adds the
@@ -129,6 +133,13 @@ def _sdpa_varlen(q: Any, k: Any, v: Any, cu: Any, causal: bool) -> Any:
     off = cu.to(torch.int64)
     nested = [torch.nested.nested_tensor_from_jagged(t, offsets=off).transpose(1, 2) for t in (q, k, v)]
     return F.scaled_dot_product_attention(*nested, is_causal=causal)
+
+
+def _flash_varlen(q: Any, k: Any, v: Any, cu: Any, causal: bool) -> Any:
+    import torch
+
+    longest = int((cu[1:] - cu[:-1]).max())
+    return torch.ops.aten._flash_attention_forward(q, k, v, cu, cu, longest, longest, 0.0, causal, False)[0]
 
 
 def baseline_names(baseline_: str | Sequence[str] | None) -> list[str]:
