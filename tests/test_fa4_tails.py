@@ -106,15 +106,15 @@ def test_the_check_fails_in_simulation_without_the_ragged_mask(tmp_path, monkeyp
     assert rec["status"] == "failed" and rec["tools"]["numbers"]["verdict"] == "mismatch", rec
 
 
-def simulated_check(func, name: str, args: list, ref, atol, tmp_path, monkeypatch) -> dict:
-    """Build `func`, export its check of O and the LSE (the chapter's tolerances) and simulate
-    the numbers in NumSim; the simulation's record."""
+def simulated_check(func, name: str, args: list, ref, atol, tmp_path, monkeypatch, outputs=(3, 4)) -> dict:
+    """Build `func`, export its check of `outputs` (O and the LSE by default, at the chapter's
+    tolerances) and simulate the numbers in NumSim; the simulation's record."""
     before = export.current_chapter()
     monkeypatch.setenv(export.EXPORT_ENV, str(tmp_path))
     export.set_chapter("simtest")
     try:
         k = gb.build(func, name=name)
-        gb.check(k, args, ref=ref, outputs=(3, 4), rtol=(0, 0), atol=atol)
+        gb.check(k, args, ref=ref, outputs=outputs, rtol=(0,) * len(outputs) if len(outputs) > 1 else 0, atol=atol)
     finally:
         export.set_chapter(before)
     return simulate.simulate_case(tmp_path / "cases" / f"simtest--{name}--check", tools=("numbers",),

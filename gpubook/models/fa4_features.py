@@ -1,5 +1,6 @@
 """What chapter 11B's attention kernel adds for the calls readers make: a ragged last block (any
-length of at least 1), the log-sum-exp of each row, and a local (sliding-window) mask.
+length of at least 1), the log-sum-exp of each row, a local (sliding-window) mask, and batches
+of sequences of different lengths, packed (the rules of the call, shared with chapter 11H).
 
 The log-sum-exp is what the backward pass and the combine step of split-KV decoding read back:
 LSE_i = ln sum_j exp(q_i . k_j / sqrt(d)) over the keys row i sees. The kernel forms it from
@@ -118,3 +119,43 @@ def lse_tolerance(q: Any, k: Any, causal: bool, cubic: bool = True,
     per_row = ((CUBIC_REL_ERROR if cubic else 0.0) + MUFU_REL_ERROR + math.log(2) * 2 * (2 * x_max) * FP32_UNIT
                + S * FP32_UNIT + MUFU_REL_ERROR)
     return 2 * per_row
+
+
+# -- variable-length batches -------------------------------------------------------------------
+# Q, K, V packed as (total, heads, d), sequence b in rows cu[b] .. cu[b + 1] - 1 (FlashAttention's
+# cu_seqlens, one set of offsets for queries and keys), no padding anywhere.
+def varlen_problem(q: Any, k: Any, v: Any, cu: Any, max_seqlen: int) -> tuple[int, int, int, int, int, int, str]:
+    """(batch, heads, kv_heads, total, max_seqlen, head_dim, dtype) of a packed call, or FA4CallError
+    naming the rule; each chapter then applies its kernel's own limits."""
+    if q.dim() != 3 or k.dim() != 3 or k.shape != v.shape or q.shape[0] != k.shape[0]:
+        raise FA4CallError("q, k, v must be packed (total, heads, head_dim), k and v alike, one total")
+    if str(cu.dtype) != "torch.int32" or cu.dim() != 1 or cu.numel() < 2:
+        raise FA4CallError("cu_seqlens must be int32 offsets (batch + 1,), e.g. torch.tensor([0, 300, 301])")
+    bounds = cu.tolist()
+    if bounds[0] != 0 or any(b < a for a, b in zip(bounds, bounds[1:])):
+        raise FA4CallError(f"cu_seqlens must start at 0 and never decrease (the cumulative sum of the "
+                           f"lengths, with 0 in front), got {bounds[:6]}{' ...' if len(bounds) > 6 else ''}")
+    if bounds[-1] > q.shape[0]:
+        raise FA4CallError(f"cu_seqlens ends at {bounds[-1]}, past the {q.shape[0]} rows of q")
+    longest = max(b - a for a, b in zip(bounds, bounds[1:]))
+    if longest > max_seqlen:
+        raise FA4CallError(f"a sequence of {longest} rows is longer than max_seqlen = {max_seqlen}: "
+                           "build the kernel for the longest sequence it will see")
+    if q.shape[0] < 2:
+        raise FA4CallError("total must be >= 2: TMA has no tensor map for one row")
+    return (cu.numel() - 1, q.shape[1], k.shape[1], q.shape[0], max_seqlen, q.shape[2],
+            str(q.dtype).removeprefix("torch."))
+
+
+def pack_varlen(q: Any, k: Any, v: Any, lengths: Any) -> tuple[Any, Any, Any, Any]:
+    """Packed (total, heads, d) copies of the first lengths[b] rows of each sequence b of padded
+    (batch, heads, seqlen, d) tensors, and their offsets cu (int32, batch + 1)."""
+    import itertools
+
+    import torch
+
+    def pack(t: Any) -> Any:
+        return torch.cat([t[b, :, :n].transpose(0, 1) for b, n in enumerate(lengths)]).contiguous()
+
+    cu = torch.tensor([0, *itertools.accumulate(lengths)], dtype=torch.int32)
+    return pack(q), pack(k), pack(v), cu
