@@ -45,8 +45,11 @@ def test_a_ragged_length_is_accepted_only_by_the_ragged_kernel():
             fa4.validate(1, 8, 2, seqlen, 128, "float16", True)
     with pytest.raises(fa4.FA4CallError, match="at least 2"):
         fa4.validate(1, 8, 2, 1, 128, "float16", False, ragged=True)
+    fa4.validate(1, 8, 2, 300, 128, "float16", False, q_tiles=2, ragged=True)   # the second kernel's ragged form
+    with pytest.raises(fa4.FA4CallError, match="multiple of 256"):
+        fa4.validate(1, 8, 2, 300, 128, "float16", False, q_tiles=2)
     with pytest.raises(ValueError):
-        fa4.validate(1, 8, 2, 300, 128, "float16", False, q_tiles=2, ragged=True)
+        fa4.validate(1, 8, 2, 300, 128, "float16", False, q_tiles=3, ragged=True)
     q, kv = _t(1, 8, 300), _t(1, 2, 300)
     assert fa4.problem(q, kv, kv, causal=False, ragged=True) == (1, 8, 2, 300, "float16")
 

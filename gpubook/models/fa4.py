@@ -53,8 +53,8 @@ def validate(batch: int, heads: int, kv_heads: int, seqlen: int, head_dim: int, 
     if heads % kv_heads:
         raise FA4CallError(f"GQA ratio: heads ({heads}) must be a multiple of kv_heads ({kv_heads}); "
                            "query head h reads KV head h // (heads / kv_heads)")
-    if q_tiles not in (1, 2) or (ragged and q_tiles != 1):
-        raise ValueError(f"q_tiles must be 1 or 2 (1 with ragged), got {q_tiles}")
+    if q_tiles not in (1, 2):
+        raise ValueError(f"q_tiles must be 1 or 2, got {q_tiles}")
     rows = q_tiles * BLK
     if ragged and (not isinstance(seqlen, int) or seqlen < 2):
         raise FA4CallError(f"seqlen must be an int of at least 2, got {seqlen!r}: TIRx's planner of tensor "
