@@ -9,8 +9,6 @@ as written passes the same check in the chapter's simulation record."""
 
 from __future__ import annotations
 
-import ast
-import re
 import sys
 from pathlib import Path
 
@@ -21,23 +19,18 @@ from gpubook import gemm as gg
 from gpubook.facts.hardware import B200
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_fa4_tails import CHAPTER, _namespace, needs_sim, simulated_check  # noqa: E402
+from test_fa4_tails import CHAPTER, _namespace, chapter_list, needs_sim, simulated_check  # noqa: E402
 
 BRANCH = "elif not causal and TAIL > 0 and j == NQ - 1:"
 SHAPE, CTAS, SEED = (1, 3, 1, 340, "float16", False), 2, 1900      # the chapter's first case
 
 
 def chapter_edits() -> list:
-    (cell,) = gg.chapter_cells(CHAPTER, "EDITS_FULL_TAILS = [")
-    listing = cell[cell.index("EDITS_FULL_TAILS = [") + len("EDITS_FULL_TAILS = "):cell.index("\ngg.load_factory")]
-    return ast.literal_eval(listing)
+    return chapter_list("EDITS_FULL_TAILS")
 
 
 def cases() -> list:
-    (cell,) = gg.chapter_cells(CHAPTER, "CASES_FULL_TAILS = [")
-    listing = cell[cell.index("CASES_FULL_TAILS = [") + len("CASES_FULL_TAILS = "):]
-    assert "seed=1900 + 10 * i" in cell
-    return ast.literal_eval(re.sub(r"#[^\n]*", "", listing[:listing.index("]\n") + 1]))
+    return chapter_list("CASES_FULL_TAILS", must="seed=1900 + 10 * i")
 
 
 def test_the_planted_case_is_the_chapters_first_case():

@@ -76,6 +76,16 @@ def test_the_lse_check_refuses_the_slips_of_its_formula():
     assert 5e-5 < fa4x.CUBIC_REL_ERROR < 2e-4           # chapter 11's cubic, about 2^-13.5
 
 
+def chapter_list(name: str, must: str | None = None) -> list:
+    """The literal list a cell of the chapter assigns to `name`; `must`: text that cell must
+    hold as well (the seeds its loop gives the cases)."""
+    (cell,) = gg.chapter_cells(CHAPTER, f"{name} = [")
+    assert must is None or must in cell, (name, must)
+    tree = ast.parse("\n".join(ln for ln in cell.splitlines() if not ln.startswith(":")))
+    (node,) = [n for n in tree.body if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", None) == name]
+    return ast.literal_eval(node.value)
+
+
 def _namespace() -> dict:
     """The names `make_fa4_tails` and `inputs` use, as the chapter defines them."""
     from test_fa4 import chapter_namespace

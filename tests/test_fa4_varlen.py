@@ -11,8 +11,6 @@ record."""
 
 from __future__ import annotations
 
-import ast
-import re
 import sys
 from pathlib import Path
 
@@ -25,23 +23,18 @@ from gpubook.models import fa4_features as fa4x
 from gpubook.run import outcheck
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_fa4_tails import CHAPTER, _namespace, needs_sim, simulated_check  # noqa: E402
+from test_fa4_tails import CHAPTER, _namespace, chapter_list, needs_sim, simulated_check  # noqa: E402
 
 MASK = "c < seq - j * BLK"
 LENGTHS, HEADS, KV_HEADS, DTYPE, SEED = (130, 0, 1, 300), 2, 1, "float16", 1800   # the first case
 
 
 def chapter_edits() -> list:
-    (cell,) = gg.chapter_cells(CHAPTER, "EDITS_VARLEN = [")
-    listing = cell[cell.index("EDITS_VARLEN = [") + len("EDITS_VARLEN = "):cell.index("\ngg.load_factory")]
-    return ast.literal_eval(listing)
+    return chapter_list("EDITS_VARLEN")
 
 
 def cases() -> list:
-    (cell,) = gg.chapter_cells(CHAPTER, "CASES_VARLEN = [")
-    listing = cell[cell.index("CASES_VARLEN = [") + len("CASES_VARLEN = "):]
-    assert "seed=1800 + 10 * i" in cell
-    return ast.literal_eval(re.sub(r"#[^\n]*", "", listing[:listing.index("]\n") + 1]))
+    return chapter_list("CASES_VARLEN", must="seed=1800 + 10 * i")
 
 
 def packed(seed: int = SEED) -> list:

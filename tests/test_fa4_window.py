@@ -11,8 +11,6 @@ chapter's simulation record."""
 
 from __future__ import annotations
 
-import ast
-import re
 import sys
 from pathlib import Path
 
@@ -24,23 +22,18 @@ from gpubook import gemm as gg
 from gpubook.models import fa4_features as fa4x
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from test_fa4_tails import CHAPTER, _namespace, needs_sim, simulated_check  # noqa: E402
+from test_fa4_tails import CHAPTER, _namespace, chapter_list, needs_sim, simulated_check  # noqa: E402
 
 GUARD = "T.Select(m[0] == T.float32(-math.inf), T.float32(0.0), m[0])"
 SHAPE, WINDOW, SEED = (1, 2, 1, 300, "float16"), (50, 0), 1400      # the chapter's first window case
 
 
 def chapter_edits() -> list:
-    (cell,) = gg.chapter_cells(CHAPTER, "EDITS_WINDOW = [")
-    listing = cell[cell.index("EDITS_WINDOW = [") + len("EDITS_WINDOW = "):cell.index("\ngg.load_factory")]
-    return ast.literal_eval(listing)
+    return chapter_list("EDITS_WINDOW")
 
 
 def cases() -> list:
-    (cell,) = gg.chapter_cells(CHAPTER, "CASES_WINDOW = [")
-    listing = cell[cell.index("CASES_WINDOW = [") + len("CASES_WINDOW = "):]
-    assert "seed=1400 + 10 * i" in cell
-    return ast.literal_eval(re.sub(r"#[^\n]*", "", listing[:listing.index("]\n") + 1]))
+    return chapter_list("CASES_WINDOW", must="seed=1400 + 10 * i")
 
 
 def window_namespace(edits: list) -> dict:
