@@ -33,9 +33,8 @@ matching them. A CLC response is whatever `query_cancel` decodes.
 
 from __future__ import annotations
 
-import hashlib
+import functools
 import re
-from collections import OrderedDict
 from dataclasses import dataclass
 
 from .lintgroups import START, Groups
@@ -90,10 +89,6 @@ _PROXY_FENCE = re.compile(r"^fence\.proxy\.async(?:$|\.shared|\s)")
 _REMOTE = re.compile(r"^(?:mapa\b|tcgen05\.commit\.[\w:.]*multicast|"
                      r"cp\.async\.bulk\.tensor\.[\w:.]*cta_group::2|mbarrier\.arrive[\w:.]*shared::cluster)")
 _REG = re.compile(r"%[A-Za-z_]+\d+")
-# Every opcode that a rule opens, closes or judges starts so (a superset of the patterns above
-# and of lintgroups'): the scan passes any other instruction on with its registers checked only.
-_ORDERED = re.compile(r"^(?:tcgen05\.|bar\.|barrier\.|mbarrier\.|fence\.|st\.shared|st\.volatile\.shared|"
-                      r"stmatrix|atom\.shared|red\.shared|cp\.|wgmma\.|clusterlaunchcontrol\.|mapa\b)")
 _NONE: frozenset = frozenset()  # the conditions a new hazard assumes: none yet
 
 
@@ -122,29 +117,23 @@ def entry_instructions(ptx: str) -> tuple[str, list[str]]:
     return name, [i.text for i in ins]
 
 
-_LINTED: OrderedDict[bytes, tuple[Finding, ...]] = OrderedDict()  # the last kernels' findings, by PTX
-
-
 def lint(ptx: str) -> list[Finding]:
     """Every place where the kernel's PTX, on some path through its entry, breaks one of RULES.
 
     A chapter that asserts a clean lint after `gb.build` (which linted the same PTX) gets the
     build's findings back: the scan of a PTX text is kept for the last few kernels."""
-    key = hashlib.sha256(ptx.encode()).digest()
-    if key in _LINTED:
-        _LINTED.move_to_end(key)
-    else:
-        _LINTED[key] = tuple(_scan(ptx))
-        if len(_LINTED) > 16:
-            _LINTED.popitem(last=False)
-    return list(_LINTED[key])
+    return list(_scanned(ptx))
+
+
+@functools.lru_cache(maxsize=16)
+def _scanned(ptx: str) -> tuple[Finding, ...]:
+    return tuple(_scan(ptx))
 
 
 def _scan(ptx: str) -> list[Finding]:
     _, ins = entry(ptx)
     remote = any(_REMOTE.match(i.text) for i in ins)
     regs: dict[int, set[str]] = {}
-    plain: dict[int, bool] = {}
     found: dict[tuple[str, int], Finding] = {}
 
     def ld_regs(k: int) -> set[str]:
@@ -173,6 +162,7 @@ def _scan(ptx: str) -> list[Finding]:
             paths = [e[-1] for e in of("path")]
             s.update(h + (f,) for h in hazards for f in paths)
 
+        is_sync, handoff = bool(_SYNC.match(i)), bool(_HANDOFF.match(i))
         # -- wait-ld: registers of an unwaited tcgen05.ld must not be read
         if not i.startswith(("tcgen05.wait::ld", "tcgen05.ld")) and of("ld"):
             used = set(_REG.findall(i))
@@ -183,12 +173,6 @@ def _scan(ptx: str) -> list[Finding]:
                         f"{e[1]}, before any tcgen05.wait::ld")
                     drop("ld")
                     break
-        if k not in plain:
-            plain[k] = not _ORDERED.match(i)
-        if plain[k]:  # no rule below is about this opcode: only the registers it names matter
-            groups[0].uses(i, s, hit)
-            return
-        is_sync, handoff = bool(_SYNC.match(i)), bool(_HANDOFF.match(i))
         if i.startswith("tcgen05.wait::ld") and always:
             drop("ld")
         if i.startswith("tcgen05.ld"):

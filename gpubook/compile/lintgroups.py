@@ -115,24 +115,6 @@ class Groups:
             self._addr[k] = self.vals.value(op, self.tid, self._memo) if op else None
         return self._addr[k]
 
-    def uses(self, i: str, s: set, hit) -> None:
-        """wgmma-acc for an instruction other than a wgmma: registers of an unretired wgmma are
-        named by no other instruction."""
-        if not self.watched or not any(e[0] == "acc" for e in s):
-            return
-        used = set(_REG.findall(i))
-        if not self.watched.intersection(used):
-            return
-        acc_entries = [e for e in s if e[0] == "acc"]
-        for e in sorted(acc_entries):
-            acc, frag = self.regs(e[1])
-            reg = sorted(used & (acc | frag))
-            if reg:
-                what = "accumulator" if reg[0] in acc else "A fragment"
-                hit("wgmma-acc", e[1], f"names {reg[0]}, an {what} register of the wgmma at "
-                    f"instruction {e[1]}, before a wgmma.wait_group retires it")
-                s.difference_update([x for x in s if x[0] == "acc" and x[1] == e[1]])
-
     def step(self, k: int, op: Instruction, s: set, hit) -> None:
         i, always = op.text, op.always
 
@@ -143,8 +125,17 @@ class Groups:
             s.discard(old)
             s.add(new)
 
-        if not i.startswith(_MMA):
-            self.uses(i, s, hit)
+        # -- wgmma-acc: registers of an unretired wgmma are named by no other instruction
+        if not i.startswith(_MMA) and of("acc") and self.watched.intersection(_REG.findall(i)):
+            used = set(_REG.findall(i))
+            for e in sorted(of("acc")):
+                acc, frag = self.regs(e[1])
+                reg = sorted(used & (acc | frag))
+                if reg:
+                    what = "accumulator" if reg[0] in acc else "A fragment"
+                    hit("wgmma-acc", e[1], f"names {reg[0]}, an {what} register of the wgmma at "
+                        f"instruction {e[1]}, before a wgmma.wait_group retires it")
+                    s.difference_update([x for x in of("acc") if x[1] == e[1]])
         if i.startswith(_MMA):   # another wgmma may chain on the same accumulator, nothing else
             mine = self.regs(k)[0] | self.regs(k)[1]
             for e in of("acc"):

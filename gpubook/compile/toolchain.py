@@ -343,21 +343,10 @@ def tool(name: str) -> str | None:
     return None
 
 
+@functools.lru_cache(maxsize=64)
 def cuobjdump(cubin: bytes, *flags: str) -> str:
     """Run cuobjdump on a cubin held in memory and return what it prints (once per cubin and
     flags in a process: a kernel built twice, as a probe and as a check, is listed once)."""
-    key = (hashlib.sha256(cubin).hexdigest(), flags)
-    if key not in _dumped:
-        _dumped[key] = _cuobjdump(cubin, *flags)
-        if len(_dumped) > 64:
-            _dumped.pop(next(iter(_dumped)))
-    return _dumped[key]
-
-
-_dumped: dict[tuple[str, tuple[str, ...]], str] = {}
-
-
-def _cuobjdump(cubin: bytes, *flags: str) -> str:
     exe = tool("cuobjdump")
     if exe is None:
         raise RuntimeError("cuobjdump not found: pip install nvidia-cuda-cuobjdump")
