@@ -164,3 +164,37 @@ def test_the_gemm_check_refuses_a_missing_k_tile(dtype):
     odt = getattr(torch, dtype)
     assert not _refuses(defects.gemm_kernel_like(a, b, 64, odt), ref, rtol, atol)
     assert _refuses(defects.gemm_kernel_like(a, b, 64, odt, skip=4), ref, rtol, atol)
+
+
+# The timed decoding shapes of chapter 11H (keys, splits): the splits its `split_plan` picks for
+# 32 and 8 tiles on 132 SMs
+DECODE_TIMED = [(8192, 4), (32768, 16)]
+DECODE_TOLERANCE = {"bound": "reference", "factor": 2, "low": "sdpa_lowp"}
+
+
+@pytest.mark.parametrize("seqlen_k,splits", DECODE_TIMED)
+def test_the_timed_decode_check_refuses_a_broken_combine(seqlen_k, splits):
+    """A split left out and splits averaged without weights miss by more than the margin; base-2
+    LSEs weighted as natural ones are refused, closer: random inputs give splits of nearly equal
+    LSE, where any weights are nearly right."""
+    recs = defects.decode_case(seqlen_k, 128, splits, DECODE_TOLERANCE, rows=8)
+    assert recs["correct"]["passed"] and recs["correct"]["max_error_over_allowed"] < 0.6, recs["correct"]
+    for key in ("drop_split", "no_split_rescale"):
+        assert not recs[key]["passed"] and recs[key]["max_error_over_allowed"] > MARGIN, (key, recs[key])
+    assert not recs["lse_base_e"]["passed"], recs["lse_base_e"]
+
+
+def test_the_hard_decode_inputs_set_the_splits_apart():
+    """Chapter 11H's hard decoding inputs (late keys equal to 1.5 times a query): a combine
+    without weights misses by two orders of magnitude more than on random inputs."""
+    g = torch.Generator().manual_seed(5)
+    q = 3 * torch.randn(1, 1, 8, 128, generator=g)
+    k = 3 * torch.randn(1, 1, 1000, 128, generator=g)
+    v = torch.randn(1, 1, 1000, 128, generator=g)
+    k[:, :, -40:] = 1.5 * q[:, :, :1]
+    q, k, v = (t.to(torch.bfloat16) for t in (q, k, v))
+    recs = defects.decode_case(1000, 128, 3, DECODE_TOLERANCE, q=q, k=k, v=v)
+    assert recs["correct"]["passed"], recs["correct"]
+    for key in defects.DECODE_DEFECTS:
+        assert not recs[key]["passed"] and recs[key]["max_error_over_allowed"] > MARGIN, (key, recs[key])
+    assert recs["no_split_rescale"]["max_error_over_allowed"] > 100

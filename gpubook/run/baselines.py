@@ -77,6 +77,12 @@ FAMILIES: dict[str, Callable[..., Callable[..., Any]]] = {
         lambda q, k, v, o: _flex_window(q, k, v, int(left), int(right))),
     r"sdpa_masked_window_(\d+)_(\d+)": lambda left, right: (
         lambda q, k, v, o: _sdpa_masked(q, k, v, (int(left), int(right)))),
+    # Decoding, the kernel's queries stored (batch · HEADS · SEQLEN_Q, d) and a workspace between
+    # V and O: sdpa[_flash|_cudnn]_decode_HEADS_SEQLEN_Q, SDPA on the queries viewed as
+    # (batch, HEADS, SEQLEN_Q, d), by its default dispatch or with one backend forced.
+    r"sdpa(_flash|_cudnn)?_decode_(\d+)_(\d+)": lambda backend, heads, seqlen_q: (
+        lambda q, k, v, *rest: _sdpa(heads_view(q, k, int(heads), int(seqlen_q)), k, v, rest[-1], causal=False,
+                                     backend={"_flash": "FLASH_ATTENTION", "_cudnn": "CUDNN_ATTENTION"}.get(backend))),
 }
 _CACHE: dict[Any, Any] = {}
 
@@ -91,6 +97,12 @@ def baseline(name: str) -> Callable[..., Any]:
             return make(*m.groups())
     raise ValueError(f"unknown baseline {name!r}; known: {', '.join(BASELINES)}, "
                      f"and the families {', '.join(FAMILIES)}")
+
+
+def heads_view(q: Any, k: Any, heads: int, seqlen_q: int) -> Any:
+    from .outcheck import heads_view as view
+
+    return view(q, k, heads, seqlen_q)
 
 
 def _window_mask(n: int, m: int, window: tuple[int, int], device: Any) -> Any:

@@ -72,6 +72,12 @@ def _sdpa_fp32(q: Any, k: Any, v: Any, causal: bool, window: Sequence[int] | Non
     return out
 
 
+def heads_view(q: Any, k: Any, heads: int, seqlen_q: int) -> Any:
+    """A decoding call's queries, stored (batch · heads · seqlen_q, d), as (batch, heads, seqlen_q, d)
+    (the batch is K's, (batch, kv_heads, seqlen_k, d)): a view, no copy."""
+    return q.view(k.shape[0], heads, seqlen_q, q.shape[-1])
+
+
 def _per_sequence(f: Callable[..., Any], q: Any, k: Any, v: Any, cu: Any, out_dtype: Any, **kw: Any) -> Any:
     """`f` of a variable-length batch: q (total, H, d) and k, v (total, H_kv, d) packed, sequence
     b in rows cu[b] to cu[b + 1]; f runs on each sequence as a batch of one (1, H, L, d)."""
@@ -155,6 +161,10 @@ REFERENCES: dict[str, Callable[..., Any]] = {
     "sdpa_fp32_varlen": lambda q, k, v, cu, causal=False, **_: _per_sequence(
         _sdpa_fp32, q, k, v, cu, _t().float32, causal=causal),
     "scaled_matmul_nt": lambda a, b, sa, sb, **_: _scaled_matmul(a, b, sa, sb),
+    # decoding: the queries stored (batch · heads · seqlen_q, d), the rows of a KV head's group
+    # adjacent (the kernel's other arguments, a workspace, follow K and V and are not read here)
+    "sdpa_fp32_decode": lambda q, k, v, *_, heads, seqlen_q, **__: _sdpa_fp32(
+        heads_view(q, k, heads, seqlen_q), k, v, causal=False).reshape(q.shape),
 }
 
 # The low-precision results of the "reference" bound: each takes the kernel's inputs, the fp32
@@ -168,9 +178,11 @@ LOW: dict[str, Callable[..., Any]] = {
     "sdpa_lowp_window": lambda inputs, ref, dtype, left, right, **_: _sdpa_low(*inputs[:3], False, (left, right)),
     "sdpa_lowp_varlen": lambda inputs, ref, dtype, causal=False, **_: _per_sequence(
         _sdpa_low, *inputs[:4], dtype, causal=causal),
+    "sdpa_lowp_decode": lambda inputs, ref, dtype, heads, seqlen_q, **_: _sdpa_low(
+        heads_view(inputs[0], inputs[1], heads, seqlen_q), *inputs[1:3], False).reshape(inputs[0].shape),
 }
 # what a "reference" bound may carry besides its own keys: the parameters of its low result
-LOW_PARAMETERS = ("left", "right", "causal")
+LOW_PARAMETERS = ("left", "right", "causal", "heads", "seqlen_q")
 
 
 def tolerance_spec(tolerance: Any) -> dict[str, Any]:

@@ -32,6 +32,9 @@ from ..run.outcheck import REFERENCES, compare_output, tolerance_spec
 
 BLK_KV = 128
 ATTENTION_DEFECTS = ("drop_last_block", "no_log2e", "scale_10pct", "half", "no_rescale")
+# a split-KV combine: the last split left out, the splits averaged with equal weights, their
+# base-2 log-sum-exps weighted as if natural
+DECODE_DEFECTS = ("drop_split", "no_split_rescale", "lse_base_e")
 GEMM_DEFECTS = ("missing_k_tile",)
 FP8_DEFECTS = ("missing_k_tile", "no_promotion")
 DEFECT_NAMES = {
@@ -39,14 +42,18 @@ DEFECT_NAMES = {
     "scale_10pct": "softmax scale 10% off", "half": "O / 2 (l over 8 lanes, not 4)",
     "no_rescale": "O not rescaled when the max rises", "missing_k_tile": "one K tile missing",
     "no_promotion": "no promotion: all of K in the short accumulator",
+    "drop_split": "the last split of keys left out", "no_split_rescale": "splits averaged, not weighted",
+    "lse_base_e": "a base-2 log-sum-exp weighted as natural",
 }
 
 
 def attention_kernel_like(q: Any, k: Any, v: Any, causal: bool = False, defect: str | None = None,
-                          blk: int = BLK_KV) -> Any:
+                          blk: int = BLK_KV, partial: bool = False) -> Any:
     """O of one head or several (q: (..., n, d), k and v: (..., m, d), the same heads), as a
     FlashAttention kernel computes it, with one `defect` of ATTENTION_DEFECTS or none. Under
-    the causal mask query i of n sees keys up to m - n + i (the last n queries of a sequence)."""
+    the causal mask query i of n sees keys up to m - n + i (the last n queries of a sequence).
+    `partial`: (O / l in fp32, the log-sum-exp in base 2 of the scaled logits), what one split
+    of a split-KV kernel leaves for the combine."""
     import torch
 
     dt, n, m, d = q.dtype, q.shape[-2], k.shape[-2], q.shape[-1]
@@ -75,7 +82,30 @@ def attention_kernel_like(q: Any, k: Any, v: Any, causal: bool = False, defect: 
         mx = new
     if defect == "half":
         l = 2 * l
+    if partial:
+        return acc / l, mx + torch.log2(l)
     return (acc / l).to(dt)
+
+
+def decode_kernel_like(q: Any, k: Any, v: Any, splits: int, defect: str | None = None, blk: int = BLK_KV) -> Any:
+    """O of a split-KV kernel: the keys cut into `splits` runs of whole blocks (the last may be
+    shorter), each run's O / l and log-sum-exp as `attention_kernel_like(partial=True)`, then
+    combined with weights 2^(LSE_s - max LSE); with one `defect` of DECODE_DEFECTS or none."""
+    import torch
+
+    blocks = -(-k.shape[-2] // blk)
+    keys = -(-blocks // splits) * blk
+    parts = [attention_kernel_like(q, k[..., j0:j0 + keys, :], v[..., j0:j0 + keys, :], blk=blk, partial=True)
+             for j0 in range(0, k.shape[-2], keys)]
+    if defect == "drop_split":
+        parts = parts[:-1]
+    o = torch.stack([p[0] for p in parts])
+    lse = torch.stack([p[1] for p in parts])
+    top = lse.amax(dim=0)
+    w = torch.exp(lse - top) if defect == "lse_base_e" else torch.exp2(lse - top)
+    if defect == "no_split_rescale":
+        w = torch.ones_like(w)
+    return ((w * o).sum(dim=0) / w.sum(dim=0)).to(q.dtype)
 
 
 def _bits14(x: Any) -> Any:
@@ -154,6 +184,20 @@ def attention_case(seqlen: int, head_dim: int, causal: bool, tolerance: Any, row
         got = attention_kernel_like(q[0], k[0], v[0], causal, defect).unsqueeze(0)
         out[defect or "correct"] = compare_output(got, ref, spec, [q, k, v], "sdpa_fp32" + mask)
     return out
+
+
+def decode_case(seqlen_k: int, head_dim: int, splits: int, tolerance: Any, rows: int = 8,
+                dtype: str = "bfloat16", q: Any = None, k: Any = None, v: Any = None) -> dict[str, dict[str, Any]]:
+    """The same for a split-KV decoding kernel: `rows` queries of one head against `seqlen_k`
+    keys in `splits` splits, on the replay's random inputs or on the given (1, 1, n, d) q, k, v."""
+    if q is None:
+        q, k, v = random_args(_params(("Q", dtype, (1, 1, rows, head_dim)), ("K", dtype, (1, 1, seqlen_k, head_dim)),
+                                      ("V", dtype, (1, 1, seqlen_k, head_dim))), device="cpu")
+    ref = REFERENCES["sdpa_fp32"](q, k, v)
+    spec = tolerance_spec(tolerance)
+    return {defect or "correct": compare_output(decode_kernel_like(q[0], k[0], v[0], splits, defect).unsqueeze(0),
+                                                ref, spec, [q, k, v], "sdpa_fp32")
+            for defect in (None,) + DECODE_DEFECTS}
 
 
 def gemm_case(K: int, blk_k: int, tolerance: Any, rows: int = 32, cols: int = 256, dtype: str = "bfloat16",
