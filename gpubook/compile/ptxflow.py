@@ -233,17 +233,17 @@ def _along(ins: list[Instruction], k: int, s: int, state: set) -> State:
     whose last item is the frozenset of conditions assumed since it was opened) flows only where
     its assumptions allow, and assumes the edge's direction from there on."""
     cond = ins[k].cond
-    if cond is None:
-        return State(state)
+    if cond is None or ins[k].succ == [k + 1]:
+        return state   # unchanged: the caller unions it into a new state and never keeps this set
     key, taken = cond
-    value = taken if s != k + 1 or ins[k].succ == [k + 1] else not taken
-    if ins[k].succ == [k + 1]:
-        return State(state)
+    value = taken if s != k + 1 else not taken
     return State(e[:-1] + ((e[-1] | {(key, value)}) if len(e[-1]) < _MOST_ASSUMED else e[-1],)
                  for e in state if (key, not value) not in e[-1])
 
 
 _SPECIAL = {"%tid.x": 0, "%tid.y": 1, "%tid.z": 2}
+_INT = re.compile(r"-?\d+")
+_BRANCH_GUARD = re.compile(r"^@(!?)(%[\w$]+)$")
 _ARITH = {
     "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul.lo": lambda a, b: a * b,
     "and": lambda a, b: a & b, "or": lambda a, b: a | b, "xor": lambda a, b: a ^ b,
@@ -285,7 +285,7 @@ class Values:
             a, b = x.split("+", 1)
             va, vb = self.value(a, tid, memo), self.value(b, tid, memo)
             return None if va is None or vb is None else va + vb
-        if re.fullmatch(r"-?\d+", x):
+        if _INT.fullmatch(x):
             return int(x)
         if x == self.symbol:
             return 0
@@ -335,17 +335,21 @@ def roles(ptx: str, ins: list[Instruction], most: int = 16,
             first[:] = [(0, 0, 0)]
         return [{}]
     branches = [k for k, i in enumerate(ins) if i.test is not None and "elect" not in i.test[0][2:]]
+    tests = []   # each branch's (k, negated, comparison, operands): the same for every thread
+    for k in branches:
+        g = _BRANCH_GUARD.match(ins[k].guard)
+        d = _SETP.match(ins[vals.defs[g.group(2)][0]].text)
+        if d.group(1) in _CMP:
+            tests.append((k, bool(g.group(1)), _CMP[d.group(1)], d.group(4), d.group(5)))
     groups: dict[tuple, dict[int, bool]] = {}
     for tid in vals.threads():
         memo: dict = {}
         fixed = {}
-        for k in branches:
-            g = re.match(r"^@(!?)(%[\w$]+)$", ins[k].guard)
-            d = _SETP.match(ins[vals.defs[g.group(2)][0]].text)
-            a, b = vals.value(d.group(4), tid, memo), vals.value(d.group(5), tid, memo)
-            if a is None or b is None or d.group(1) not in _CMP:
+        for k, negated, cmp, x, y in tests:
+            a, b = vals.value(x, tid, memo), vals.value(y, tid, memo)
+            if a is None or b is None:
                 continue
-            fixed[k] = _CMP[d.group(1)](a, b) != bool(g.group(1))
+            fixed[k] = cmp(a, b) != negated
         if tuple(sorted(fixed.items())) not in groups and first is not None:
             first.append(tid)
         groups.setdefault(tuple(sorted(fixed.items())), fixed)
@@ -381,9 +385,15 @@ def scan(ins: list[Instruction], step: Step, start: Iterable = (), fixed: dict[i
         for s in ins[k].succ:
             if fixed and k in fixed and len(ins[k].succ) == 2 and (s != k + 1) != fixed[k]:
                 continue  # every thread of this role takes the other edge
-            merged = into.get(s, State()) | _along(ins, k, s, state)
-            if s not in into or merged != into[s]:
-                into[s] = merged
+            flows = _along(ins, k, s, state)
+            before = into.get(s)
+            if before is None:
+                into[s] = State(flows)
                 work.append(s)
+            else:
+                merged = before | flows
+                if len(merged) != len(before):   # the union only grows: a new element, or none
+                    into[s] = merged
+                    work.append(s)
     for k in sorted(into):
         step(k, ins[k], set(into[k]), True)
