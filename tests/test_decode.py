@@ -45,14 +45,13 @@ def test_the_decode_allowance_passes_16_bit_attention_and_refuses_one_split_left
     assert not outcheck.compare_output(short.reshape(args[0].shape), ref, spec, args, "sdpa_fp32_decode")["passed"]
 
 
-@pytest.mark.parametrize("name", ["sdpa_decode_8_3", "sdpa_flash_decode_8_3", "sdpa_cudnn_decode_8_3"])
-def test_the_decode_baselines_take_the_kernels_arguments(name):
+def test_the_decode_baselines_take_the_kernels_arguments():
     q, args = call()
-    fn = baselines.baseline(name)
-    if "_flash" in name or "_cudnn" in name:
-        return   # a forced backend runs on a GPU only; the name is enough to rebuild it there
-    got = fn(*[a.float() for a in args], torch.empty(1))
+    got = baselines.baseline("sdpa_decode_8_3")(*[a.float() for a in args], torch.empty(1))
     want = outcheck.REFERENCES["sdpa_fp32"](q, *args[1:3])
     assert torch.allclose(got, want, atol=1e-5)
+    # the forced backends run on a GPU only: their names are what a GPU host rebuilds them from
+    for name in ("sdpa_flash_decode_8_3", "sdpa_cudnn_decode_8_3"):
+        assert callable(baselines.baseline(name))
     with pytest.raises(ValueError, match="unknown baseline"):
         baselines.baseline("sdpa_decode_8")
