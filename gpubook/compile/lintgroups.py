@@ -126,8 +126,8 @@ class Groups:
             s.add(new)
 
         # -- wgmma-acc: registers of an unretired wgmma are named by no other instruction
-        if not i.startswith(_MMA) and of("acc") and self.watched.intersection(_REG.findall(i)):
-            used = set(_REG.findall(i))
+        used = self.watched.intersection(_REG.findall(i)) if not i.startswith(_MMA) and of("acc") else None
+        if used:   # only registers some wgmma owns can be an unretired one's
             for e in sorted(of("acc")):
                 acc, frag = self.regs(e[1])
                 reg = sorted(used & (acc | frag))
