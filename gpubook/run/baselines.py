@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Sequence
 
+from .outcheck import heads_view
+
 BASELINES: dict[str, Callable[..., Any]] = {
     "copy": lambda x, out: out.copy_(x),
     "add": lambda x, y, out: __import__("torch").add(x, y, out=out),
@@ -97,12 +99,6 @@ def baseline(name: str) -> Callable[..., Any]:
             return make(*m.groups())
     raise ValueError(f"unknown baseline {name!r}; known: {', '.join(BASELINES)}, "
                      f"and the families {', '.join(FAMILIES)}")
-
-
-def heads_view(q: Any, k: Any, heads: int, seqlen_q: int) -> Any:
-    from .outcheck import heads_view as view
-
-    return view(q, k, heads, seqlen_q)
 
 
 def _window_mask(n: int, m: int, window: tuple[int, int], device: Any) -> Any:
