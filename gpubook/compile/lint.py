@@ -25,7 +25,7 @@ involved (named-barrier ids and counts, mbarrier counts, parities and transactio
 the simulator's and the GPU's to judge. Data is not followed: a branch on a loop counter or a
 tile index goes both ways, so a path no thread takes can raise a finding (the fix is to put the
 fence where every path passes). Addresses are compared only where a register's value is fixed
-for the thread (`ptxflow.Values`: an unrolled epilogue's staging buffers). The rules on groups
+for the thread (`ptxroles.Values`: an unrolled epilogue's staging buffers). The rules on groups
 (`bulk-store-reuse`, `wgmma-acc`, `wgmma-release`) count the groups each `wait_group N` leaves
 pending; `lintgroups` says what each proves, and where `wgmma-release` counts slots instead of
 matching them. A CLC response is whatever `query_cancel` decodes.
@@ -38,7 +38,8 @@ import re
 from dataclasses import dataclass
 
 from .lintgroups import START, Groups
-from .ptxflow import Instruction, entry, functions, roles, scan
+from .ptxflow import Instruction, entry, functions, scan
+from .ptxroles import roles
 
 __all__ = ["RULES", "Finding", "asynchronous", "check_declared", "enforced", "functions", "lint", "report",
            "verdict"]
@@ -89,6 +90,9 @@ _PROXY_FENCE = re.compile(r"^fence\.proxy\.async(?:$|\.shared|\s)")
 _REMOTE = re.compile(r"^(?:mapa\b|tcgen05\.commit\.[\w:.]*multicast|"
                      r"cp\.async\.bulk\.tensor\.[\w:.]*cta_group::2|mbarrier\.arrive[\w:.]*shared::cluster)")
 _REG = re.compile(r"%[A-Za-z_]+\d+")
+# The first words of every instruction some rule opens, closes or judges a hazard at (a superset)
+_ACTIVE = re.compile(r"^(?:tcgen05|bar|barrier|mbarrier|cp|fence|st|stmatrix|atom|red|"
+                     r"clusterlaunchcontrol|wgmma)\b")
 _NONE: frozenset = frozenset()  # the conditions a new hazard assumes: none yet
 
 
@@ -273,11 +277,16 @@ def _scan(ptx: str) -> list[Finding]:
             drop("pub")
             opened(("init", k), ("pub", k))
 
+    # An instruction no rule names, reading no register a tcgen05.ld or a wgmma may still own,
+    # leaves every hazard as it found it: the scan passes its state through without a step.
+    base = Groups(ptx, ins)
+    owned = base.watched.union(*(ld_regs(k) for k, op in enumerate(ins) if op.text.startswith("tcgen05.ld")))
+    inert = [not _ACTIVE.match(op.text) and owned.isdisjoint(_REG.findall(op.text)) for op in ins]
     first: list = []
     groups: list[Groups] = []
-    for role, tid in zip(roles(ptx, ins, first=first), first):
-        groups[:] = [Groups(ptx, ins, tid)]
-        scan(ins, step, [("path", _NONE), START + (_NONE,)], role)
+    for role, tid in zip(roles(ptx, ins, first=first, vals=base.vals), first):
+        groups[:] = [Groups(ptx, ins, tid, like=base)]
+        scan(ins, step, [("path", _NONE), START + (_NONE,)], role, inert)
     return sorted(found.values(), key=lambda f: (f.index, f.rule))
 
 

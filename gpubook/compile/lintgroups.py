@@ -40,7 +40,7 @@ the same address, until a `cp.async.bulk.wait_group[.read] N` has retired the bu
 group: with k groups committed after it, that needs N <= k. With B staging buffers written in
 turn and one group per buffer, the buffer about to be rewritten was stored B - 1 groups before
 the newest, so `wait_group.read N` before the rewrite must have N <= B - 1. Addresses are
-compared only where `ptxflow.Values` fixes them for the first thread of the role (a
+compared only where `ptxroles.Values` fixes them for the first thread of the role (a
 register written once from %tid, immediates and the shared array: an unrolled epilogue's
 buffers); elsewhere a store is the same buffer as itself only, so a rolled loop that rotates
 buffers through one store instruction needs `wait_group.read 0`, and a buffer rewritten by
@@ -53,7 +53,8 @@ from __future__ import annotations
 
 import re
 
-from .ptxflow import Instruction, Values
+from .ptxflow import Instruction
+from .ptxroles import Values
 
 __all__ = ["Groups"]
 
@@ -86,12 +87,19 @@ class Groups:
     """The group rules' transfer function for one role: `step` reads and rewrites the scan's
     state (tuples whose last item is the path's conditions) and calls `hit` with findings."""
 
-    def __init__(self, ptx: str, ins: list[Instruction], tid: tuple[int, int, int] = (0, 0, 0)):
-        self.ins, self.tid, self.vals = ins, tid, Values(ptx, ins)
-        self._regs: dict[int, tuple[frozenset, frozenset]] = {}
+    def __init__(self, ptx: str, ins: list[Instruction], tid: tuple[int, int, int] = (0, 0, 0),
+                 like: Groups | None = None):
+        """`like`: another role's Groups for the same instructions, whose register values and
+        wgmma registers this one shares (they do not depend on the thread)."""
+        self.ins, self.tid = ins, tid
+        self.vals = like.vals if like else Values(ptx, ins)
+        self._regs: dict[int, tuple[frozenset, frozenset]] = like._regs if like else {}
         self._addr: dict[int, int | None] = {}
         self._memo: dict = {}
         self.watched: frozenset = frozenset()   # every register any wgmma owns while in flight
+        if like:
+            self.watched = like.watched
+            return
         for k, op in enumerate(ins):
             if op.text.startswith(_MMA):
                 acc, frag = self.regs(k)

@@ -16,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
+_BRACE = re.compile(r"[{}]")
 _LABEL = re.compile(r"([A-Za-z_$][\w$]*)\s*:(?!:)")
 _GUARD = re.compile(r"@(!?)(%?[\w$]+)\s+")
 _BRANCH = re.compile(r"^bra(?:\.uni)?\s+([\w$]+)")
@@ -53,12 +54,12 @@ def _bodies(text: str) -> dict[str, str]:
         start = text.find("{", m.end())
         if start < 0:
             continue
-        depth, i = 0, start
-        while i < len(text):  # the body ends at the matching brace
-            depth += {"{": 1, "}": -1}.get(text[i], 0)
+        depth, i = 0, len(text)
+        for b in _BRACE.finditer(text, start):  # the body ends at the matching brace
+            depth += 1 if b.group() == "{" else -1
             if depth == 0:
+                i = b.start()
                 break
-            i += 1
         out[m.group(1)] = text[start + 1 : i]
     return out
 
@@ -241,128 +242,8 @@ def _along(ins: list[Instruction], k: int, s: int, state: set) -> State:
                  for e in state if (key, not value) not in e[-1])
 
 
-_SPECIAL = {"%tid.x": 0, "%tid.y": 1, "%tid.z": 2}
-_INT = re.compile(r"-?\d+")
-_BRANCH_GUARD = re.compile(r"^@(!?)(%[\w$]+)$")
-_ARITH = {
-    "add": lambda a, b: a + b, "sub": lambda a, b: a - b, "mul.lo": lambda a, b: a * b,
-    "and": lambda a, b: a & b, "or": lambda a, b: a | b, "xor": lambda a, b: a ^ b,
-    "shl": lambda a, b: a << b, "shr": lambda a, b: a >> b, "min": min, "max": max,
-    "div": lambda a, b: a // b if b else None, "rem": lambda a, b: a % b if b else None,
-}
-_CMP = {"eq": lambda a, b: a == b, "ne": lambda a, b: a != b, "lt": lambda a, b: a < b,
-        "le": lambda a, b: a <= b, "gt": lambda a, b: a > b, "ge": lambda a, b: a >= b,
-        "lo": lambda a, b: a < b, "ls": lambda a, b: a <= b, "hi": lambda a, b: a > b,
-        "hs": lambda a, b: a >= b}
-
-
-class Values:
-    """Integer values of registers for one thread, where the PTX fixes them: registers written
-    once and unguarded, from %tid, %ntid, immediates and the one shared-memory
-    array (address 0), through integer arithmetic and `shfl.sync.idx` (lane 0's value). The
-    block's size is the entry's `.maxntid` (None without one)."""
-
-    def __init__(self, ptx: str, ins: list[Instruction]):
-        m = re.search(r"\.maxntid\s+(\d+)(?:\s*,\s*(\d+))?(?:\s*,\s*(\d+))?", ptx)
-        self.ntid = [int(x) if x else 1 for x in m.groups()] if m else None
-        shared = re.findall(r"\.shared\s+(?:\.align\s+\d+\s+)?\.\w+\s+([\w$]+)", ptx)
-        self.symbol = shared[0] if len(shared) == 1 else None
-        self.ins = ins
-        self.defs: dict[str, list[int]] = {}
-        for k, i in enumerate(ins):
-            d = _DEST.match(i.text)
-            if d:
-                self.defs.setdefault(d.group(1), []).append(k)
-        self.loops = [(t, k) for k, i in enumerate(ins) for t in i.succ if t <= k]
-
-    def threads(self) -> Iterable[tuple[int, int, int]]:
-        n = self.ntid or [0, 0, 0]
-        return ((x, y, z) for z in range(n[2]) for y in range(n[1]) for x in range(n[0]))
-
-    def value(self, x: str, tid: tuple[int, int, int], memo: dict) -> int | None:
-        x = x.strip()
-        if "+" in x:  # an address with an offset: %r6+34816
-            a, b = x.split("+", 1)
-            va, vb = self.value(a, tid, memo), self.value(b, tid, memo)
-            return None if va is None or vb is None else va + vb
-        if _INT.fullmatch(x):
-            return int(x)
-        if x == self.symbol:
-            return 0
-        if x in _SPECIAL:
-            return tid[_SPECIAL[x]]
-        if x.startswith("%ntid.") and self.ntid:
-            return self.ntid["xyz".index(x[-1])]
-        if x in memo:
-            return memo[x]
-        memo[x] = None
-        where = self.defs.get(x, [])
-        if len(where) != 1 or self.ins[where[0]].guard:  # one static write: fixed if its operands are
-            return None
-        op = self.ins[where[0]].text
-        parts = [p.strip() for p in op.split(None, 1)[1].split(",")] if " " in op else []
-        name = op.split()[0]
-        base = re.sub(r"\.(?:[usb]\d+|wide)$", "", name)
-        args = [self.value(a.split("|")[0], tid, memo) for a in parts[1:]]
-        v = None
-        if base == "mov" or name.startswith("cvt."):
-            v = args[0] if args else None
-        elif base in _ARITH and len(args) == 2 and None not in args:
-            v = _ARITH[base](*args)
-        elif base == "mad.lo" and len(args) == 3 and None not in args:
-            v = args[0] * args[1] + args[2]
-        elif name.startswith("shfl.sync.idx") and len(parts) >= 3 and self.ntid:
-            lane = self.value(parts[2], tid, memo)
-            if lane is not None and self.ntid[1] == self.ntid[2] == 1:
-                v = self.value(parts[1], ((tid[0] & ~31) | lane, 0, 0), {})
-        memo[x] = v
-        return v
-
-
-def roles(ptx: str, ins: list[Instruction], most: int = 16,
-          first: list | None = None) -> list[dict[int, bool]]:
-    """The block's threads grouped by how they take the branches that depend on %tid alone.
-
-    Every conditional branch whose predicate `Values` can compute is evaluated for every thread
-    of the block; threads that take all of them the same way form one role. Each role is a map
-    from branch to direction; [{}] (one role, no branch known) when the block size is not
-    declared or the roles number more than `most`. `first`, when given, receives the first
-    thread (x, y, z) of each role, in the same order.
-    """
-    vals = Values(ptx, ins)
-    if vals.ntid is None:
-        if first is not None:
-            first[:] = [(0, 0, 0)]
-        return [{}]
-    branches = [k for k, i in enumerate(ins) if i.test is not None and "elect" not in i.test[0][2:]]
-    tests = []   # each branch's (k, negated, comparison, operands): the same for every thread
-    for k in branches:
-        g = _BRANCH_GUARD.match(ins[k].guard)
-        d = _SETP.match(ins[vals.defs[g.group(2)][0]].text)
-        if d.group(1) in _CMP:
-            tests.append((k, bool(g.group(1)), _CMP[d.group(1)], d.group(4), d.group(5)))
-    groups: dict[tuple, dict[int, bool]] = {}
-    for tid in vals.threads():
-        memo: dict = {}
-        fixed = {}
-        for k, negated, cmp, x, y in tests:
-            a, b = vals.value(x, tid, memo), vals.value(y, tid, memo)
-            if a is None or b is None:
-                continue
-            fixed[k] = cmp(a, b) != negated
-        if tuple(sorted(fixed.items())) not in groups and first is not None:
-            first.append(tid)
-        groups.setdefault(tuple(sorted(fixed.items())), fixed)
-        if len(groups) > most:
-            if first is not None:
-                first[:] = [(0, 0, 0)]
-            return [{}]
-    if first is not None and not groups:
-        first[:] = [(0, 0, 0)]
-    return list(groups.values()) or [{}]
-
-
-def scan(ins: list[Instruction], step: Step, start: Iterable = (), fixed: dict[int, bool] | None = None) -> None:
+def scan(ins: list[Instruction], step: Step, start: Iterable = (), fixed: dict[int, bool] | None = None,
+         inert: list[bool] | None = None) -> dict[int, State]:
     """Run `step(k, instruction, state, final)` (it mutates the state) over every path, to a fixpoint.
 
     `fixed` maps branches to the direction every thread of one role takes (see `roles`): only
@@ -373,13 +254,27 @@ def scan(ins: list[Instruction], step: Step, start: Iterable = (), fixed: dict[i
     The state entering an instruction is the union of the states leaving its predecessors; the
     state only grows, so the loop ends. `step` is then called once more on every reached
     instruction with its final state and `final=True`: findings are recorded in that pass.
+
+    `inert[k]`, when given, says that `step` neither changes any state at instruction k nor
+    records anything there (the caller's promise): such an instruction that only falls through
+    passes its state on as it is, without a call or a copy. Returns the state entering each
+    reached instruction.
     """
     if not ins:
-        return
+        return {}
     into: dict[int, State] = {0: State(start)}
     work = [0]
     while work:
         k = work.pop()
+        if inert is not None and inert[k] and ins[k].succ == [k + 1]:
+            before = into.get(k + 1)
+            if before is None:
+                into[k + 1] = into[k]
+                work.append(k + 1)
+            elif not into[k] <= before:
+                into[k + 1] = before | into[k]
+                work.append(k + 1)
+            continue
         state = set(into[k])
         step(k, ins[k], state, False)
         for s in ins[k].succ:
@@ -396,4 +291,6 @@ def scan(ins: list[Instruction], step: Step, start: Iterable = (), fixed: dict[i
                     into[s] = merged
                     work.append(s)
     for k in sorted(into):
-        step(k, ins[k], set(into[k]), True)
+        if inert is None or not inert[k]:
+            step(k, ins[k], set(into[k]), True)
+    return into
