@@ -476,3 +476,32 @@ def test_wgmma_release_leaves_a_barrier_at_a_fixed_address_out_of_the_count():
     # the same arrive at an address that changes with the loop counter is counted
     ring_q = with_q.replace("mov.u32 %r14, 16;\n", "add.s32 %r14, %r11, 72;\n")
     assert _rules(ring_q) == ["wgmma-release"]
+
+
+def _states(ptx: str, monkeypatch, every_step: bool) -> tuple[list, list]:
+    """The lint's findings and the state entering every reached instruction, role by role; with
+    `every_step` the scan calls the transfer function at every instruction (no inert one)."""
+    from gpubook.compile import lint as mod
+    seen: list = []
+    scan = mod.scan
+    monkeypatch.setattr(mod, "scan", lambda *a: seen.append(scan(*a)) or seen[-1])
+    if every_step:
+        monkeypatch.setattr(mod, "_ACTIVE", __import__("re").compile(""))
+    found = [str(f) for f in mod._scan(ptx)]
+    monkeypatch.undo()
+    return found, seen
+
+
+@pytest.mark.parametrize("name", ["good", "wait-ld", "proxy-fence", "ring", "ring-early", "frag", "epilogue"])
+def test_passing_an_inert_instruction_through_changes_no_state(name, monkeypatch):
+    ptx = {
+        "good": GOOD,
+        "wait-ld": _broken("tcgen05.wait::ld.sync.aligned;\n", ""),
+        "proxy-fence": _broken("fence.proxy.async.shared::cta;\n", ""),
+        "ring": RING,
+        "ring-early": _moved(RING, "add.f32 %f9, %f1, %f2;\n", "wgmma.commit_group.sync.aligned;\n"),
+        "frag": RING.replace("add.f32 %f9, %f1, %f2;\n", "add.f32 %f9, %f1, %f2;\nmov.b32 %r5, %r9;\n"),
+        "epilogue": _epilogue(1, 4),
+    }[name]
+    fast, slow = _states(ptx, monkeypatch, False), _states(ptx, monkeypatch, True)
+    assert fast == slow and slow[1] and any(len(s) > 1 for s in slow[1])
