@@ -284,6 +284,26 @@ def test_two_q_tiles_need_whole_work_tiles():
         fa4.problem(q, kv, kv, causal=True, q_tiles=2)
 
 
+def test_head_dim_64_budgets_and_refusals():
+    fa4.validate(1, 2, 1, 300, 64, "float16", False, q_tiles=2, ragged=True, head_dims=(64,))
+    with pytest.raises(fa4.FA4CallError, match="head_dim must be 64, got 128"):
+        fa4.validate(1, 2, 1, 300, 128, "float16", False, q_tiles=2, ragged=True, head_dims=(64,))
+    with pytest.raises(fa4.FA4CallError, match="head_dim must be 128, got 64"):
+        fa4.problem(_t(1, 2, 256, 64), _t(1, 1, 256, 64), _t(1, 1, 256, 64), causal=False)
+    assert fa4.problem(_t(1, 2, 256, 64), _t(1, 1, 256, 64), _t(1, 1, 256, 64), causal=False,
+                       head_dims=(64,)) == (1, 2, 1, 256, "float16")
+    # O keeps its 128-column slots, half filled; the tiles halve, so the ring takes 11 stages
+    assert fa4.tmem_plan(two_q_tiles=True, head_dim=64) == {
+        "S0": (0, 128), "S1": (128, 128), "O0": (256, 64), "O1": (384, 64)}
+    limit, tile = B200.smem_per_sm - 1024, fa4.BLK * 64 * 2
+    stages = (limit - sum(fa4.smem_plan(0, q_tiles=2, head_dim=64).values())) // tile
+    assert stages == 11 and sum(fa4.smem_plan(stages, q_tiles=2, head_dim=64).values()) == 231424
+    # half the tensor-core time, the same exponentials: the MUFU binds at d = 64
+    b128, b64 = fa4.bound(1, 32, 8192, False), fa4.bound(1, 32, 8192, False, head_dim=64)
+    assert b64.tensor_s == pytest.approx(b128.tensor_s / 2) and b64.mufu_s == b128.mufu_s
+    assert (b128.limit, b64.limit) == ("tensor cores", "MUFU exponentials")
+
+
 def test_two_q_tile_smem_plan_costs_one_stage():
     limit = B200.smem_per_sm - 1024
     tile = fa4.BLK * fa4.HEAD_DIM * 2

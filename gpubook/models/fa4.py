@@ -3,7 +3,7 @@
 The kernel computes O = softmax(Q K^T / sqrt(d)) V for (batch, heads, seqlen, 128) tensors in
 fp16 or bf16, with S and O in tensor memory. This module holds what can be stated and tested
 without a GPU: the calls it refuses (`validate`, `problem`), the software exp2 it sends part of
-the exponentials through (`fit_exp2_cubic`, `exp2_soft`, `exp2_listing`), the tensor- and
+the exponentials through (`exp2soft`, whose names this module re-exports), the tensor- and
 shared-memory budgets (`tmem_plan`, `smem_plan`), a CPU model of the kernel's block loop
 (`simulate`), the reference and tolerance of a check, the performance bound, and the figure of
 the barrier protocol.
@@ -12,8 +12,6 @@ the barrier protocol.
 from __future__ import annotations
 
 import math
-import re
-import struct
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,6 +20,7 @@ import numpy as np
 from ..facts.hardware import B200, GPU
 from ..facts.numbers import UNIT_ROUNDOFF
 from ..compile.signature import KernelCallError
+from .exp2soft import COEFFS, EXP2_OPS, ROUND_CONST, exp2_listing, exp2_soft, fit_exp2_cubic, fma32, hexf  # noqa: F401
 
 BLK = 128                 # query rows per tile = keys per KV block = TMEM lanes
 HEAD_DIM = 128
@@ -38,13 +37,14 @@ class FA4CallError(KernelCallError):
 
 # -- refusals -------------------------------------------------------------------------------------
 def validate(batch: int, heads: int, kv_heads: int, seqlen: int, head_dim: int, dtype: str,
-             causal: bool, q_tiles: int = 1, ragged: bool = False) -> None:
+             causal: bool, q_tiles: int = 1, ragged: bool = False, head_dims: tuple[int, ...] = (HEAD_DIM,)) -> None:
     """Refuse, naming the constraint, a problem the kernel is not built for; `q_tiles` is the
     number of 128-row Q tiles a CTA works on at once (1, or 2 for the two-Q-tile kernel);
-    `ragged`: the kernel masks a ragged last block, so any length of at least 1 will do."""
-    if head_dim != HEAD_DIM:
-        raise FA4CallError(f"head_dim must be {HEAD_DIM}, got {head_dim}: S and O are 128 TMEM "
-                           "columns each, and the MMAs are generated for K = N = 128")
+    `ragged`: the kernel masks a ragged last block, so any length of at least 1 will do;
+    `head_dims`: the head dims the kernel was generated for."""
+    if head_dim not in head_dims:
+        raise FA4CallError(f"head_dim must be {' or '.join(map(str, head_dims))}, got {head_dim}: the "
+                           "MMAs, the TMEM columns of O and the shared-memory tiles are generated for it")
     if dtype not in DTYPES:
         raise FA4CallError(f"dtype must be one of {', '.join(DTYPES)}, got {dtype}: tcgen05.mma "
                            ".kind::f16 multiplies 16-bit operands, and P is stored in the same dtype")
@@ -68,8 +68,8 @@ def validate(batch: int, heads: int, kv_heads: int, seqlen: int, head_dim: int, 
         raise FA4CallError(f"causal must be a bool, got {causal!r}")
 
 
-def problem(q: Any, k: Any, v: Any, causal: bool, q_tiles: int = 1,
-            ragged: bool = False) -> tuple[int, int, int, int, str]:
+def problem(q: Any, k: Any, v: Any, causal: bool, q_tiles: int = 1, ragged: bool = False,
+            head_dims: tuple[int, ...] = (HEAD_DIM,)) -> tuple[int, int, int, int, str]:
     """(batch, heads, kv_heads, seqlen, dtype) of a call on (B, H, S, d) tensors, or FA4CallError."""
     for name, t in (("q", q), ("k", k), ("v", v)):
         if getattr(t, "dim", lambda: -1)() != 4:
@@ -95,91 +95,8 @@ def problem(q: Any, k: Any, v: Any, causal: bool, q_tiles: int = 1,
         raise FA4CallError(f"seqlen: query length {Sq} and key length {Sk} differ; the kernel takes "
                            "one length, and its causal mask is top-left aligned like SDPA's is_causal")
     dtype = dts.pop()
-    validate(B, H, Hk, Sq, d, dtype, causal, q_tiles, ragged)
+    validate(B, H, Hk, Sq, d, dtype, causal, q_tiles, ragged, head_dims)
     return B, H, Hk, Sq, dtype
-
-
-# -- the software exp2 ------------------------------------------------------------------------------
-def fit_exp2_cubic(iters: int = 60) -> np.ndarray:
-    """c0 + c1 f + c2 f^2 + c3 f^3 ~ 2^f on [0, 1) with c0 = 1, near-minimax in relative error
-    (chapter 11's fit: Lawson's iteratively reweighted least squares), as float32."""
-    f = np.linspace(0.0, 1.0, 4001)
-    target = np.exp2(f)
-    A = np.stack([f, f**2, f**3], axis=1) / target[:, None]
-    b = (target - 1.0) / target
-    w = np.ones_like(f)
-    for _ in range(iters):
-        sw = np.sqrt(w)
-        c = np.linalg.lstsq(A * sw[:, None], b * sw, rcond=None)[0]
-        w = w * np.abs(A @ c - b)
-        w /= w.sum()
-    return np.array([1.0, *c], dtype=np.float32)
-
-
-COEFFS = fit_exp2_cubic()
-ROUND_CONST = 1.5 * 2.0**23      # add.rm of this leaves floor(x) in the low mantissa bits
-# The software exp2's instructions, in the order the kernel issues them
-EXP2_OPS = ("max.f32", "add.rm.f32", "sub.rn.f32", "sub.rn.f32", "fma.rn.f32", "fma.rn.f32",
-            "fma.rn.f32", "shl.b32", "add.s32")
-
-
-def fma32(a: Any, b: Any, c: Any) -> np.ndarray:
-    """fma.rn.f32: a * b + c rounded once to float32 (nearest, ties to even), elementwise.
-
-    The product of two float32 is exact in float64; the sum is rounded to float64 and its
-    error recovered exactly (TwoSum). Rounding that float64 sum to float32 is the correctly
-    rounded result except when it lies exactly halfway between two float32 values, where
-    the error's sign decides."""
-    a, b, c = (np.asarray(v, np.float32).astype(np.float64) for v in (a, b, c))
-    prod = a * b
-    s = prod + c
-    bv = s - prod
-    err = (prod - (s - bv)) + (c - bv)
-    r = s.astype(np.float32)
-    r64 = r.astype(np.float64)
-    other = np.nextafter(r, np.where(s > r64, np.float32(np.inf), np.float32(-np.inf)))
-    tie = (s != r64) & (2 * s == r64 + other.astype(np.float64)) & (err != 0)
-    nearer = np.where(err > 0, np.maximum(r, other), np.minimum(r, other))
-    return np.where(tie, nearer, r).astype(np.float32)
-
-
-def exp2_soft(x: Any, coeffs: np.ndarray = COEFFS) -> np.ndarray:
-    """The kernel's software exp2, instruction for instruction (`EXP2_OPS`), in float32 NumPy."""
-    x = np.maximum(np.asarray(x, np.float32), np.float32(-127.0))
-    n = np.floor(x) + np.float32(ROUND_CONST)          # add.rm: the sum's ulp is 1, so it is exact
-    nb = n - np.float32(ROUND_CONST)
-    f = x - nb
-    p = fma32(f, coeffs[3], coeffs[2])
-    p = fma32(p, f, coeffs[1])
-    p = fma32(p, f, coeffs[0])
-    bits = p.view(np.uint32) + (n.view(np.uint32) << np.uint32(23))
-    return bits.view(np.float32)
-
-
-def hexf(v: float) -> str:
-    """A float32 as a PTX immediate, 0fXXXXXXXX."""
-    return "0f%08X" % struct.unpack("<I", struct.pack("<f", float(v)))[0]
-
-
-def exp2_listing(ptx: str) -> list[str]:
-    """The first software exp2 in a kernel's PTX: its nine instructions (`EXP2_OPS`), with the
-    registers that hold constants shown as the immediates moved into them."""
-    lines = [ln.strip() for ln in ptx.splitlines()]
-    consts: dict[str, str] = {}
-    for ln in lines:
-        m = re.match(r"mov\.(?:f32|b32|u32|s32)\s+(%\w+),\s*(0f[0-9A-F]{8}|-?\d+);", ln)
-        if m:
-            consts[m.group(1)] = m.group(2)
-    op = [ln.split()[0] if ln else "" for ln in lines]
-    first = next((i for i, o in enumerate(op) if o == EXP2_OPS[1]), len(op))
-    start = max((i for i in range(first) if op[i] == EXP2_OPS[0]), default=first)
-    out: list[str] = []
-    for o, ln in zip(op[start:], lines[start:]):
-        if o == EXP2_OPS[len(out)]:
-            out.append(re.sub(r"%\w+", lambda r: consts.get(r.group(0), r.group(0)), ln))
-            if len(out) == len(EXP2_OPS):
-                return out
-    raise ValueError(f"no complete software exp2 in the PTX: found {len(out)} of {len(EXP2_OPS)}")
 
 
 def soft_columns(blk: int = BLK, every: int = SOFT_EVERY) -> list[int]:
@@ -188,11 +105,12 @@ def soft_columns(blk: int = BLK, every: int = SOFT_EVERY) -> list[int]:
 
 
 # -- budgets --------------------------------------------------------------------------------------
-def tmem_plan(two_q_tiles: bool = False) -> dict[str, tuple[int, int]]:
+def tmem_plan(two_q_tiles: bool = False, head_dim: int = HEAD_DIM) -> dict[str, tuple[int, int]]:
     """{region: (first column, columns)} of the kernel's TMEM (one Q tile: S0, S1, O), or of the
-    two-Q-tile layout (S0, S1, O0, O1). P overlays the upper half of its S as 16-bit values."""
+    two-Q-tile layout (S0, S1, O0, O1). P overlays the upper half of its S as 16-bit values.
+    Each region starts on a multiple of 128 columns; O uses `head_dim` columns of its 128."""
     regions = ["S0", "S1", "O0", "O1"] if two_q_tiles else ["S0", "S1", "O"]
-    plan = {r: (i * BLK, BLK) for i, r in enumerate(regions)}
+    plan = {r: (i * BLK, head_dim if r.startswith("O") else BLK) for i, r in enumerate(regions)}
     end = max(a + n for a, n in plan.values())
     if end > TMEM_COLUMNS:
         raise ValueError(f"TMEM plan needs {end} columns of {TMEM_COLUMNS}")
@@ -206,11 +124,11 @@ def p_columns(sb: int) -> tuple[int, int]:
     return first + n // 2, BLK * 16 // 32
 
 
-def smem_plan(stages: int, q_tiles: int = 1) -> dict[str, int]:
+def smem_plan(stages: int, q_tiles: int = 1, head_dim: int = HEAD_DIM) -> dict[str, int]:
     """Bytes of shared memory per region: barriers and the TMEM address (padded to 1 KiB), with
     two Q tiles the softmax-to-correction slots (one fp32 per row and tile, 1 KiB), Q, the K/V
-    ring, the O staging tile."""
-    tile = BLK * HEAD_DIM * 2
+    ring, the O staging tile (each tile 128 rows of `head_dim` 16-bit values)."""
+    tile = BLK * head_dim * 2
     plan = {"barriers": 1024}
     if q_tiles == 2:
         plan["α and ℓ slots"] = q_tiles * BLK * 4
@@ -384,16 +302,16 @@ class Bound:
 
 
 def bound(batch: int, heads: int, seqlen: int, causal: bool, gpu: GPU = B200,
-          soft_share: float | None = None) -> Bound:
+          soft_share: float | None = None, head_dim: int = HEAD_DIM) -> Bound:
     """Chapter 2's roofline with a third roof: the exponentials the MUFU computes (one per score,
-    less the share computed in software) at the SFU rate."""
+    less the share computed in software) at the SFU rate, which does not depend on `head_dim`."""
     from .roofline import attention_bytes, attention_flops
 
     share = len(soft_columns()) / BLK if soft_share is None else soft_share
-    flops = attention_flops(batch, heads, seqlen, seqlen, HEAD_DIM, causal)
+    flops = attention_flops(batch, heads, seqlen, seqlen, head_dim, causal)
     scores = batch * heads * seqlen * seqlen / (2 if causal else 1)
     return Bound(flops, flops / gpu.peak_flops("bfloat16"), scores * (1 - share) / gpu.sfu_rate,
-                 attention_bytes(batch, heads, seqlen, seqlen, HEAD_DIM, 2) / gpu.hbm_bandwidth)
+                 attention_bytes(batch, heads, seqlen, seqlen, head_dim, 2) / gpu.hbm_bandwidth)
 
 
 from .fa4_protocol import ROLES, plot_protocol, protocol_events  # noqa: E402,F401 - the chapter's figure
