@@ -304,6 +304,20 @@ def test_head_dim_64_budgets_and_refusals():
     assert (b128.limit, b64.limit) == ("tensor cores", "MUFU exponentials")
 
 
+def test_head_dims_192_128_and_256():
+    # V and O of 128 beside Q and K of 192: tensor memory is d = 128's; v's shape is checked
+    assert fa4.tmem_plan(two_q_tiles=True, head_dim=128) == {
+        "S0": (0, 128), "S1": (128, 128), "O0": (256, 128), "O1": (384, 128)}
+    q, k, v = _t(1, 2, 256, 192), _t(1, 1, 256, 192), _t(1, 1, 256, 128)
+    assert fa4.problem(q, k, v, causal=True, head_dims=(192,), v_dim=128) == (1, 2, 1, 256, "float16")
+    with pytest.raises(fa4.FA4CallError, match=r"v must be \(1, 1, 256, 128\)"):
+        fa4.problem(q, k, _t(1, 1, 256, 192), causal=True, head_dims=(192,), v_dim=128)
+    # two O tiles of 256 columns after S0 and S1: 768 of 512
+    with pytest.raises(ValueError, match="768"):
+        fa4.tmem_plan(two_q_tiles=True, head_dim=256)
+    assert max(a + n for a, n in fa4.tmem_plan(head_dim=256).values()) == fa4.TMEM_COLUMNS
+
+
 def test_two_q_tile_smem_plan_costs_one_stage():
     limit = B200.smem_per_sm - 1024
     tile = fa4.BLK * fa4.HEAD_DIM * 2

@@ -69,8 +69,9 @@ def validate(batch: int, heads: int, kv_heads: int, seqlen: int, head_dim: int, 
 
 
 def problem(q: Any, k: Any, v: Any, causal: bool, q_tiles: int = 1, ragged: bool = False,
-            head_dims: tuple[int, ...] = (HEAD_DIM,)) -> tuple[int, int, int, int, str]:
-    """(batch, heads, kv_heads, seqlen, dtype) of a call on (B, H, S, d) tensors, or FA4CallError."""
+            head_dims: tuple[int, ...] = (HEAD_DIM,), v_dim: int | None = None) -> tuple[int, int, int, int, str]:
+    """(batch, heads, kv_heads, seqlen, dtype) of a call on (B, H, S, d) tensors, or FA4CallError;
+    `v_dim`: the head dim of V (and O) where it differs from Q's and K's."""
     for name, t in (("q", q), ("k", k), ("v", v)):
         if getattr(t, "dim", lambda: -1)() != 4:
             raise FA4CallError(f"layout: {name} must be (batch, heads, seqlen, head_dim), got shape "
@@ -82,8 +83,9 @@ def problem(q: Any, k: Any, v: Any, causal: bool, q_tiles: int = 1, ragged: bool
         if t.data_ptr() % TMA_ALIGN:
             raise FA4CallError(f"layout: {name} does not start on a {TMA_ALIGN}-byte boundary, "
                                "which a tensor map's base must")
-    if tuple(k.shape) != tuple(v.shape):
-        raise FA4CallError(f"k is {tuple(k.shape)} but v is {tuple(v.shape)}: they must match")
+    want = tuple(k.shape) if v_dim is None else (*k.shape[:-1], v_dim)
+    if tuple(v.shape) != want:
+        raise FA4CallError(f"k is {tuple(k.shape)} but v is {tuple(v.shape)}: v must be {want}")
     dts = {str(t.dtype).removeprefix("torch.") for t in (q, k, v)}
     if len(dts) != 1:
         raise FA4CallError(f"dtype: q, k, v must share one dtype, got {sorted(dts)}")
@@ -109,8 +111,10 @@ def tmem_plan(two_q_tiles: bool = False, head_dim: int = HEAD_DIM) -> dict[str, 
     """{region: (first column, columns)} of the kernel's TMEM (one Q tile: S0, S1, O), or of the
     two-Q-tile layout (S0, S1, O0, O1). P overlays the upper half of its S as 16-bit values.
     Each region starts on a multiple of 128 columns; O uses `head_dim` columns of its 128."""
-    regions = ["S0", "S1", "O0", "O1"] if two_q_tiles else ["S0", "S1", "O"]
-    plan = {r: (i * BLK, head_dim if r.startswith("O") else BLK) for i, r in enumerate(regions)}
+    plan, first = {}, 0
+    for r in ["S0", "S1", "O0", "O1"] if two_q_tiles else ["S0", "S1", "O"]:
+        plan[r] = (first, head_dim if r.startswith("O") else BLK)
+        first += max(plan[r][1], BLK)
     end = max(a + n for a, n in plan.values())
     if end > TMEM_COLUMNS:
         raise ValueError(f"TMEM plan needs {end} columns of {TMEM_COLUMNS}")
