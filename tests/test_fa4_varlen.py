@@ -41,7 +41,7 @@ def packed(seed: int = SEED) -> list:
     ns = _namespace()
     q, k, v, _ = ns["inputs"](len(LENGTHS), HEADS, KV_HEADS, max(LENGTHS), DTYPE, seed)
     q, k, v, cu = fa4x.pack_varlen(q, k, v, LENGTHS)
-    return [q, k, v, cu, torch.empty_like(q)]
+    return [q, k, v, cu, torch.empty_like(q), torch.empty(HEADS, q.shape[0])]
 
 
 def test_the_planted_case_is_the_chapters_first_varlen_case():
@@ -63,13 +63,17 @@ def test_offsets_that_break_the_layout_are_refused(cu, longest, rule):
 
 
 def test_packing_keeps_each_sequence_and_the_reference_sees_each_alone():
-    q, k, v, cu, _ = packed()
+    q, k, v, cu, _, _ = packed()
     assert cu.tolist() == [0, 130, 130, 131, 431] and q.shape == (431, HEADS, fa4.HEAD_DIM)
     assert fa4x.varlen_problem(q, k, v, cu, 300) == (4, HEADS, KV_HEADS, 431, 300, fa4.HEAD_DIM, DTYPE)
     ref = outcheck.REFERENCES["sdpa_fp32_varlen"](q, k, v, cu)
     alone = fa4.reference(q[130:131].transpose(0, 1)[None], k[130:131].transpose(0, 1)[None],
                           v[130:131].transpose(0, 1)[None], False)
     assert torch.allclose(ref[130:131].float(), alone[0].transpose(0, 1), atol=1e-6)
+    lse, atol = fa4x.varlen_lse(q, k, cu, causal=False)       # (heads, total), each sequence alone
+    assert lse.shape == (HEADS, 431) and atol > 0
+    assert torch.allclose(lse[:, 131:431], fa4x.reference_lse(q[131:].transpose(0, 1)[None],
+                                                              k[131:].transpose(0, 1)[None], False)[0])
 
 
 @pytest.mark.sim
@@ -81,6 +85,6 @@ def test_the_check_fails_in_simulation_with_the_mask_at_the_longest_tail(tmp_pat
     args = packed()
     shape = fa4x.varlen_problem(*args[:4], max(LENGTHS))
     rec = simulated_check(ns["make_fa4_varlen"](*shape[:5], DTYPE, False), "fa4_varlen_longest_tail", args,
-                          lambda q, k, v, cu, o: outcheck.REFERENCES["sdpa_fp32_varlen"](q, k, v, cu),
+                          lambda q, k, v, cu, o, lse: outcheck.REFERENCES["sdpa_fp32_varlen"](q, k, v, cu),
                           fa4.tolerance(args[2], DTYPE), tmp_path, monkeypatch, outputs=(4,))
     assert rec["status"] == "failed" and rec["tools"]["numbers"]["verdict"] == "mismatch", rec
