@@ -246,7 +246,7 @@ def scan(ins: list[Instruction], step: Step, start: Iterable = (), fixed: dict[i
          inert: list[bool] | None = None) -> dict[int, State]:
     """Run `step(k, instruction, state, final)` (it mutates the state) over every path, to a fixpoint.
 
-    `fixed` maps branches to the direction every thread of one role takes (see `roles`): only
+    `fixed` maps branches to the direction every thread of one role takes (see `ptxroles.roles`): only
     that edge is followed. The state is a set of tuples whose last item is a frozenset: the stable conditions (see
     `_conditions`) assumed on the path since the tuple was added; `step` adds tuples with an
     empty one and keeps it when it rewrites a tuple.
