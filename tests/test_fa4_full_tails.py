@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from gpubook import fa4
 from gpubook import gemm as gg
@@ -52,8 +53,8 @@ def test_the_check_fails_in_simulation_without_the_ragged_blocks_mask(tmp_path, 
     ns = _namespace() | dict(B200=B200, STAGES2=4, S_LOAD=64, REGS_SOFT2=176, REGS_CORR2=96,
                              REGS_OTHER2=64)               # the two-tile kernel's, as test_fa4 sets them
     gg.load_factory(CHAPTER, "make_fa4_full", ns, edits=planted)
-    args = ns["inputs"](*SHAPE[:5], SEED)
+    args = ns["inputs"](*SHAPE[:5], SEED) + [torch.empty(*SHAPE[:2], SHAPE[3])]   # O, then the LSE
     rec = simulated_check(ns["make_fa4_full_tails"](*SHAPE, ctas=CTAS), "fa4_full_tails_unmasked", args,
-                          lambda q, k, v, o: fa4.reference(q, k, v, False), fa4.tolerance(args[2], SHAPE[4]),
+                          lambda q, k, v, o, lse: fa4.reference(q, k, v, False), fa4.tolerance(args[2], SHAPE[4]),
                           tmp_path, monkeypatch, outputs=(3,))
     assert rec["status"] == "failed" and rec["tools"]["numbers"]["verdict"] == "mismatch", rec
