@@ -3,6 +3,8 @@ nothing in PTX that keeps the rules; gb.build lints every asynchronous kernel an
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from gpubook import lint
@@ -486,7 +488,7 @@ def _states(ptx: str, monkeypatch, every_step: bool) -> tuple[list, list]:
     scan = mod.scan
     monkeypatch.setattr(mod, "scan", lambda *a: seen.append(scan(*a)) or seen[-1])
     if every_step:
-        monkeypatch.setattr(mod, "_ACTIVE", __import__("re").compile(""))
+        monkeypatch.setattr(mod, "_ACTIVE", re.compile(""))
     found = [str(f) for f in mod._scan(ptx)]
     monkeypatch.undo()
     return found, seen
