@@ -49,6 +49,38 @@ class Values:
             if d:
                 self.defs.setdefault(d.group(1), []).append(k)
         self.loops = [(t, k) for k, i in enumerate(ins) for t in i.succ if t <= k]
+        self._parsed: dict[str, tuple[str, str, list[str]] | None] = {}
+        self._shared: dict[str, int | None] = {}   # values of registers no thread id reaches
+        self._free: dict[str, bool] = {}
+
+    def _definition(self, x: str) -> tuple[str, str, list[str]] | None:
+        """(opcode, opcode without its type, operands) of x's one unguarded write, else None."""
+        if x not in self._parsed:
+            where = self.defs.get(x, [])
+            found = None
+            if len(where) == 1 and not self.ins[where[0]].guard:
+                op = self.ins[where[0]].text
+                parts = [p.strip() for p in op.split(None, 1)[1].split(",")] if " " in op else []
+                found = (op.split()[0], re.sub(r"\.(?:[usb]\d+|wide)$", "", op.split()[0]), parts)
+            self._parsed[x] = found
+        return self._parsed[x]
+
+    def _thread_free(self, x: str) -> bool:
+        """Whether x's value is the same for every thread: no %tid and no shuffle on its way (a
+        register on a cycle of definitions counts as not)."""
+        x = x.strip()
+        if "+" in x:
+            return all(self._thread_free(a) for a in x.split("+", 1))
+        if _INT.fullmatch(x) or x == self.symbol or x.startswith("%ntid."):
+            return True
+        if x in _SPECIAL:
+            return False
+        if x not in self._free:
+            self._free[x] = False   # while its operands are looked at
+            d = self._definition(x)
+            self._free[x] = d is None or (not d[0].startswith("shfl.") and
+                                          all(self._thread_free(a.split("|")[0]) for a in d[2][1:]))
+        return self._free[x]
 
     def threads(self) -> Iterable[tuple[int, int, int]]:
         n = self.ntid or [0, 0, 0]
@@ -70,14 +102,13 @@ class Values:
             return self.ntid["xyz".index(x[-1])]
         if x in memo:
             return memo[x]
+        if x in self._shared:
+            return self._shared[x]
         memo[x] = None
-        where = self.defs.get(x, [])
-        if len(where) != 1 or self.ins[where[0]].guard:  # one static write: fixed if its operands are
+        d = self._definition(x)
+        if d is None:  # one static write: fixed if its operands are
             return None
-        op = self.ins[where[0]].text
-        parts = [p.strip() for p in op.split(None, 1)[1].split(",")] if " " in op else []
-        name = op.split()[0]
-        base = re.sub(r"\.(?:[usb]\d+|wide)$", "", name)
+        name, base, parts = d
         args = [self.value(a.split("|")[0], tid, memo) for a in parts[1:]]
         v = None
         if base == "mov" or name.startswith("cvt."):
@@ -91,6 +122,8 @@ class Values:
             if lane is not None and self.ntid[1] == self.ntid[2] == 1:
                 v = self.value(parts[1], ((tid[0] & ~31) | lane, 0, 0), {})
         memo[x] = v
+        if self._thread_free(x):
+            self._shared[x] = v
         return v
 
 
