@@ -161,10 +161,10 @@ def pack_varlen(q: Any, k: Any, v: Any, lengths: Any) -> tuple[Any, Any, Any, An
     return pack(q), pack(k), pack(v), cu
 
 
-def varlen_lse(q: Any, k: Any, cu: Any, causal: bool) -> tuple[Any, float]:
+def varlen_lse(q: Any, k: Any, cu: Any, causal: bool, cubic: bool = True) -> tuple[Any, float]:
     """The reference log-sum-exp of a packed batch as FlashAttention lays it out, (heads, total)
     float32, each sequence on its own (`reference_lse`), and its allowance: the largest
-    `lse_tolerance` of the sequences."""
+    `lse_tolerance` of the sequences (`cubic` as there)."""
     import torch
 
     out, atol = torch.zeros(q.shape[1], q.shape[0]), 0.0
@@ -173,5 +173,5 @@ def varlen_lse(q: Any, k: Any, cu: Any, causal: bool) -> tuple[Any, float]:
         if e > s:
             qs, ks = (t[s:e].transpose(0, 1).unsqueeze(0) for t in (q, k))
             out[:, s:e] = reference_lse(qs, ks, causal)[0]
-            atol = max(atol, lse_tolerance(qs, ks, causal))
+            atol = max(atol, lse_tolerance(qs, ks, causal, cubic))
     return out, atol
