@@ -77,3 +77,18 @@ def test_the_check_fails_in_simulation_without_the_unseen_row_guard(tmp_path, mo
                                                     fa4x.reference_lse(q, kk, False, WINDOW)),
                           atol, tmp_path, monkeypatch)
     assert rec["status"] == "failed" and rec["tools"]["numbers"]["verdict"] == "mismatch", rec
+
+
+def test_masking_only_the_last_block_is_exact_for_causal_only_when_the_diagonal_is_one_block():
+    """Step 6's causal shortcut (the mask on a tile's last block alone) sees exactly the causal
+    keys with 128-key blocks under 128-row tiles, and keys past the diagonal with 80-key blocks
+    (chapter 11H's d = 256 kernel), in the blocks before the last."""
+    n = 600
+    causal = (n - 1, 0)
+    exact = fa4x.window_sees(n, causal)
+    assert torch.equal(fa4x.window_sees(n, causal, fa4x.DIAGONAL_SLIP, block=128), exact)
+    slipped = fa4x.window_sees(n, causal, fa4x.DIAGONAL_SLIP, block=80)
+    leaked = slipped & ~exact
+    assert not (exact & ~slipped).any()            # nothing the row should see is lost
+    # row 128 walks blocks 0 to 3: blocks 1 and 2 (keys 80 to 239) go unmasked
+    assert leaked[128, 129:240].all() and not leaked[128, 240:].any()

@@ -41,6 +41,7 @@ CUBIC_REL_ERROR = _cubic_rel_error()
 # q0 - left to the one holding q0 + tile - 1 + right, and masks those where a row's window starts
 # or ends inside. The slips below are what a kernel computes with one of those steps wrong.
 WINDOW_SLIPS = ("no left bound", "first block skipped", "no right bound")
+DIAGONAL_SLIP = "last block only"   # the causal shortcut of a kernel whose diagonal is one block
 
 
 def validate_window(window: Any, causal: bool = False) -> tuple[int, int]:
@@ -59,9 +60,9 @@ def validate_window(window: Any, causal: bool = False) -> tuple[int, int]:
 def window_sees(n: int, window: tuple[int, int], slip: str | None = None, tile: int = 128,
                 block: int = 128) -> Any:
     """(n, n) booleans, True where query i sees key j under the window; with `slip` (one of
-    WINDOW_SLIPS), what a kernel of `tile`-row Q tiles and `block`-key blocks computes when it
-    masks its edge blocks without the left bound, starts one block late, or masks without the
-    right bound."""
+    WINDOW_SLIPS, or DIAGONAL_SLIP), what a kernel of `tile`-row Q tiles and `block`-key blocks
+    computes when it masks its edge blocks without the left bound, starts one block late, masks
+    without the right bound, or masks the last block it walks and no other."""
     import torch
 
     inside = ~hidden_keys(n, n, window=window)
@@ -74,17 +75,20 @@ def window_sees(n: int, window: tuple[int, int], slip: str | None = None, tile: 
     end = ((q0 + tile - 1 + right) // block + 1) * block
     return {"no left bound": (j >= first) & (j <= i + right),
             "first block skipped": inside & (j >= first + block),
-            "no right bound": (j >= i - left) & (j < end)}[slip]
+            "no right bound": (j >= i - left) & (j < end),
+            DIAGONAL_SLIP: (inside | (j < end - block)) & (j >= first)}[slip]
 
 
-def reference_window(q: Any, k: Any, v: Any, window: tuple[int, int], slip: str | None = None) -> Any:
-    """SDPA's math backend in float32 with the window (or a slip of it) as a boolean mask."""
+def reference_window(q: Any, k: Any, v: Any, window: tuple[int, int], slip: str | None = None,
+                     block: int = 128) -> Any:
+    """SDPA's math backend in float32 with the window (or a slip of it, by `block`-key blocks)
+    as a boolean mask."""
     import torch.nn.functional as F
     from torch.nn.attention import SDPBackend, sdpa_kernel
 
     with sdpa_kernel(SDPBackend.MATH):
         return F.scaled_dot_product_attention(q.float(), k.float(), v.float(),
-                                              attn_mask=window_sees(q.shape[2], window, slip),
+                                              attn_mask=window_sees(q.shape[2], window, slip, block=block),
                                               enable_gqa=q.shape[1] != k.shape[1])
 
 
