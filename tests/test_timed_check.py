@@ -221,3 +221,48 @@ def test_a_timing_of_another_case_of_the_script_is_not_reported_as_this_one(expo
     assert other.provenance == "other" and other.best() is None
     assert repr(other).startswith("NOT MEASURED vadd: no GPU on this machine; no replay of this very case yet")
     assert "the same kernel script was timed for another case" in repr(other) and "MEASURED vadd on an H200" in repr(other)
+
+
+def _attention_with_lse(seed=5, n=150, causal=False):
+    g = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(1, 2, n, 64, generator=g).to(torch.bfloat16) for _ in range(3))
+    return [q, k, v, torch.empty_like(q), torch.empty(1, 2, n)]
+
+
+def test_a_kernel_with_two_outputs_is_checked_on_both_and_a_wrong_lse_fails(monkeypatch):
+    """O and the LSE, each against the float reference with its own tolerance; the LSE in base 2
+    (a missing ln 2) and one row the kernel never writes are both refused, O alone is not enough."""
+    from gpubook.models import fa4_features as fa4x
+
+    monkeypatch.setattr(bench.runtime, "synchronize", lambda: None)   # the fake kernel runs on the CPU
+    args = _attention_with_lse()
+    o_ref, lse_ref = outcheck.REFERENCES["sdpa_fp32_lse"](*args[:3])
+    tol = [{"bound": "attention", "factor": 4}, {"bound": "lse", "causal": False}]
+
+    def kernel(lse_of):
+        def launch(q, k, v, o, lse):
+            o.copy_(o_ref.to(o.dtype))
+            lse.copy_(lse_of(lse_ref).float())
+        return launch
+
+    ok = bench.check_output(kernel(lambda x: x), args, [], tol, "sdpa_fp32_lse", None, outputs=(3, 4))
+    assert ok["passed"] and [r["index"] for r in ok["outputs"]] == [3, 4] and ok["mismatches"] == 0
+    assert "parameter 4: output checked against sdpa_fp32_lse" in outcheck.describe(ok)
+    base2 = bench.check_output(kernel(lambda x: x / torch.log(torch.tensor(2.0))), args, [], tol,
+                               "sdpa_fp32_lse", None, outputs=(3, 4))
+    assert not base2["passed"] and base2["outputs"][0]["passed"] and not base2["outputs"][1]["passed"]
+
+    def one_row_short(q, k, v, o, lse):
+        kernel(lambda x: x)(q, k, v, o, lse)
+        lse[0, 1, 7] = float("nan")
+    short = bench.check_output(one_row_short, args, [], tol, "sdpa_fp32_lse", None, outputs=(3, 4))
+    assert not short["passed"] and short["mismatches"] == 1
+    # the bound is the chapters' LSE allowance for a kernel whose exponentials are all on the MUFU
+    atol = outcheck._limits(outcheck.tolerance_spec(tol[1]), args[:3], lse_ref, "float32")[0]
+    assert atol == pytest.approx(fa4x.lse_tolerance(*args[:2], False, cubic=False), rel=1e-6)
+
+
+def test_bench_refuses_several_outputs_without_a_tolerance_each(exporting):
+    k = gb.build(kernels.vadd, name="vadd_two_outputs")
+    with pytest.raises(ValueError, match="need a reference and a tolerance each"):
+        gb.bench(k, bytes=1.0, reference="copy", tolerance=["exact"], outputs=(1, 2))

@@ -17,11 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from ..run.outcheck import hidden_keys
+from ..run.outcheck import hidden_keys, lse_allowance
 from .fa4 import FA4CallError, exp2_soft
-
-MUFU_REL_ERROR = 2.0**-22        # ex2.approx.ftz.f32 and lg2.approx.ftz.f32 (PTX ISA), relative
-FP32_UNIT = 2.0**-24             # unit roundoff of float32
 
 
 def _cubic_rel_error() -> float:
@@ -111,18 +108,12 @@ def reference_lse(q: Any, k: Any, causal: bool, window: tuple[int, int] | None =
 
 def lse_tolerance(q: Any, k: Any, causal: bool, cubic: bool = True,
                   window: tuple[int, int] | None = None) -> float:
-    """atol for |LSE - reference|. The row sum l is a sum of float32 exponentials, each within
-    CUBIC_REL_ERROR of 2^x (the cubic; the MUFU's ex2 is far closer; `cubic=False` for a kernel
-    that takes every exponential on the MUFU), after x = s * scale - m is rounded to float32
-    (an error of up to 2 |x| units of 2^-24 in the exponent, ln 2 times that in the weight);
-    l accumulates up to S of them in float32, lg2 adds its own relative error, and
-    ln(l (1 + e)) = ln l + e. The check allows twice the sum."""
+    """atol for |LSE - reference| (`outcheck.lse_allowance`): the row's exponentials within
+    CUBIC_REL_ERROR of 2^x (the cubic) beyond the MUFU's error, or within the MUFU's alone
+    (`cubic=False`, a kernel that takes every exponential on the MUFU)."""
     s = scores(q, k, causal, window)
     x_max = float(s.masked_fill(s == -math.inf, 0).abs().max()) * math.log2(math.e)
-    S = q.shape[2]
-    per_row = ((CUBIC_REL_ERROR if cubic else 0.0) + MUFU_REL_ERROR + math.log(2) * 2 * (2 * x_max) * FP32_UNIT
-               + S * FP32_UNIT + MUFU_REL_ERROR)
-    return 2 * per_row
+    return lse_allowance(x_max, q.shape[2], CUBIC_REL_ERROR if cubic else 0.0)
 
 
 # -- variable-length batches -------------------------------------------------------------------

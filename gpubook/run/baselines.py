@@ -21,6 +21,13 @@ BASELINES: dict[str, Callable[..., Any]] = {
     "sdpa_flash_causal": lambda q, k, v, o: _sdpa(q, k, v, o, causal=True, backend="FLASH_ATTENTION"),
     "sdpa_cudnn": lambda q, k, v, o: _sdpa(q, k, v, o, causal=False, backend="CUDNN_ATTENTION"),
     "sdpa_cudnn_causal": lambda q, k, v, o: _sdpa(q, k, v, o, causal=True, backend="CUDNN_ATTENTION"),
+    # Attention that also returns each row's log-sum-exp, over (q, k, v, o, lse): cuDNN's fused
+    # kernel asked for it (SDPA asks only when autograd needs it), and FlashAttention-2, which
+    # always writes it.
+    "sdpa_cudnn_lse": lambda q, k, v, o, lse: _cudnn_lse(q, k, v, causal=False),
+    "sdpa_cudnn_lse_causal": lambda q, k, v, o, lse: _cudnn_lse(q, k, v, causal=True),
+    "sdpa_flash_lse": lambda q, k, v, o, lse: _sdpa(q, k, v, o, causal=False, backend="FLASH_ATTENTION"),
+    "sdpa_flash_lse_causal": lambda q, k, v, o, lse: _sdpa(q, k, v, o, causal=True, backend="FLASH_ATTENTION"),
     # A variable-length batch, packed (total, H, d) with offsets cu (batch + 1): SDPA on nested
     # jagged tensors, the packed rows viewed as one sequence per batch entry (no copy, no padding).
     "sdpa_varlen": lambda q, k, v, cu, o: _sdpa_varlen(q, k, v, cu, causal=False),
@@ -66,6 +73,15 @@ def _sdpa(q: Any, k: Any, v: Any, o: Any, causal: bool, backend: str | None = No
 
     with sdpa_kernel(getattr(SDPBackend, backend)):
         return F.scaled_dot_product_attention(q, k, v, is_causal=causal, enable_gqa=gqa)
+
+
+def _cudnn_lse(q: Any, k: Any, v: Any, causal: bool) -> Any:
+    """cuDNN's fused attention with its log-sum-exp (aten's cuDNN entry point, which SDPA calls):
+    (O, LSE), new tensors."""
+    import torch
+
+    out = torch.ops.aten._scaled_dot_product_cudnn_attention(q, k, v, None, True, 0.0, causal, False)
+    return out[0], out[1]
 
 
 # Baselines with parameters in their names, so that a GPU host rebuilds them from the name alone.

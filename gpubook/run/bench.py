@@ -212,7 +212,7 @@ def bench(kernel: Any, bytes: float | None = None, flops: float | None = None,
           dtype: str | None = None, flush: str = "read", warmup: int = 10,
           repeat: int = 50, tolerance: Any = None, reference: Any = None,
           unchecked: str | None = None, ladder: str | None = None,
-          fixed: dict[str, list[Any]] | None = None) -> Timing:
+          fixed: dict[str, list[Any]] | None = None, outputs: Sequence[int] | None = None) -> Timing:
     """Time a kernel on random inputs of its own shapes; report bandwidth or FLOP rate vs peak.
 
     `baseline` names one PyTorch baseline or several (a tuple): each is timed in the same run
@@ -233,6 +233,9 @@ def bench(kernel: Any, bytes: float | None = None, flops: float | None = None,
 
     `fixed` gives the values of inputs that random ones would not make valid (by parameter
     name: a variable-length batch's offsets); the case records them for the GPU host.
+
+    `outputs` names a kernel's outputs by parameter index when it has several (O and the LSE):
+    its `reference` then returns one tensor per output, and `tolerance` is a list, one each.
     """
     from . import outcheck
 
@@ -252,7 +255,9 @@ def bench(kernel: Any, bytes: float | None = None, flops: float | None = None,
                              "tolerance ('exact', (atol, rtol) or a named bound), or say why not with unchecked=")
         if ref is None and not names:
             raise ValueError(f"{name}: nothing to compare the output with: name a baseline or a reference")
-        tol = outcheck.tolerance_spec(tolerance)
+        if outputs and (ref is None or len(tolerance) != len(outputs)):
+            raise ValueError(f"{name}: outputs {tuple(outputs)} need a reference and a tolerance each")
+        tol = [outcheck.tolerance_spec(t) for t in tolerance] if outputs else outcheck.tolerance_spec(tolerance)
     elif tolerance is not None:
         raise ValueError(f"{name}: a tolerance and unchecked= exclude each other")
     meta = {"bytes": bytes, "flops": flops, "baseline": names[0] if names else None,
@@ -268,6 +273,8 @@ def bench(kernel: Any, bytes: float | None = None, flops: float | None = None,
         meta["ladder"] = ladder
     if fixed:
         meta["fixed"] = {k: [int(x) if float(x).is_integer() else float(x) for x in v] for k, v in fixed.items()}
+    if outputs:
+        meta["outputs"] = [int(i) for i in outputs]
     record.record_perf(kernel, name, meta)
     why = runtime.why_not_here(kernel.runs_on)
     if why is not None:
@@ -285,7 +292,7 @@ def bench(kernel: Any, bytes: float | None = None, flops: float | None = None,
     launcher = runtime.load(kernel.export(arch), name, kernel.params, arch)
     t = measure(launcher, name, bytes=bytes, flops=flops, baseline=baseline, dtype=dtype,
                 flush=flush, warmup=warmup, repeat=repeat, tolerance=meta.get("tolerance"),
-                reference=ref, unchecked=unchecked, fixed=meta.get("fixed"))
+                reference=ref, unchecked=unchecked, fixed=meta.get("fixed"), outputs=meta.get("outputs"))
     if t.status == "failed":
         raise outcheck.OutputMismatch(f"{name}: {t.reason}")
     return t
@@ -295,7 +302,7 @@ def measure(launcher: Any, name: str, bytes: float | None = None, flops: float |
             baseline: str | Sequence[str] | None = None, dtype: str | None = None,
             flush: str = "read", warmup: int = 10, repeat: int = 50, tolerance: Any = None,
             reference: Any = None, unchecked: str | None = None,
-            fixed: dict[str, list[Any]] | None = None) -> Timing:
+            fixed: dict[str, list[Any]] | None = None, outputs: Sequence[int] | None = None) -> Timing:
     """Check, then time a loaded kernel and its PyTorch baselines, interleaved, on random inputs:
     the one timing path of notebooks and replays. The output check runs first (see `bench`);
     a failed one returns a Timing of status 'failed' and times nothing. The SM clock and its
@@ -306,7 +313,7 @@ def measure(launcher: Any, name: str, bytes: float | None = None, flops: float |
 
     names = baseline_names(baseline)
     args = random_args(launcher.params, device=runtime.DEVICE, fixed=fixed)
-    check = check_output(launcher, args, names, tolerance, reference, unchecked)
+    check = check_output(launcher, args, names, tolerance, reference, unchecked, outputs=outputs)
     if check.get("passed") is False:
         return Timing(name, "failed", gpu=runtime.local_gpu_name(), bytes=bytes, flops=flops,
                       dtype=dtype, flush=flush, reason=outcheck.describe(check), output_check=check)
@@ -329,11 +336,13 @@ def measure(launcher: Any, name: str, bytes: float | None = None, flops: float |
 
 
 def check_output(launcher: Any, args: Sequence[Any], names: Sequence[str], tolerance: Any,
-                 reference: Any, unchecked: str | None, cache: dict[str, Any] | None = None) -> dict[str, Any]:
+                 reference: Any, unchecked: str | None, cache: dict[str, Any] | None = None,
+                 outputs: Sequence[int] | None = None) -> dict[str, Any]:
     """The output check of a timed case on its timed inputs `args` (see `bench`): the kernel's
-    output, poisoned first, against its reference's or first baseline's. `cache` keeps the
-    expected output between kernels timed on the same inputs. Returns the record (empty when
-    nothing is compared, {"unchecked": why} when the case says why not)."""
+    output (or `outputs`, with a tolerance each), poisoned first, against its reference's or
+    first baseline's. `cache` keeps the expected output between kernels timed on the same
+    inputs. Returns the record (empty when nothing is compared, {"unchecked": why} when the
+    case says why not)."""
     import torch
 
     from . import outcheck
@@ -342,12 +351,13 @@ def check_output(launcher: Any, args: Sequence[Any], names: Sequence[str], toler
         return {"unchecked": unchecked}
     if tolerance is None:
         return {}
-    out = args[-1]
-    # poisoned: an element the kernel never writes is a mismatch
-    out.fill_(float("nan") if out.dtype.is_floating_point else torch.iinfo(out.dtype).min)
+    where = list(outputs) if outputs else [len(args) - 1]
+    inputs = [a for i, a in enumerate(args) if i not in where]
+    for i in where:  # poisoned: an element the kernel never writes is a mismatch
+        args[i].fill_(float("nan") if args[i].dtype.is_floating_point else torch.iinfo(args[i].dtype).min)
     launcher(*args)
     runtime.synchronize()
-    got = out.clone()
+    got = [args[i].clone() for i in where]
     spec = outcheck.reference_spec(reference)
     against = spec["op"] if spec is not None else names[0]
     key = repr(sorted(spec.items())) if spec is not None else f"baseline:{against}"
@@ -355,11 +365,13 @@ def check_output(launcher: Any, args: Sequence[Any], names: Sequence[str], toler
     if key not in cache:
         if spec is not None:
             params = {k: v for k, v in spec.items() if k != "op"}
-            cache[key] = outcheck.REFERENCES[spec["op"]](*args[:-1], **params)
+            cache[key] = outcheck.REFERENCES[spec["op"]](*inputs, **params)
         else:
-            fresh = torch.empty_like(out)
-            res = baseline_fn(against)(*args[:-1], fresh)
+            fresh = torch.empty_like(args[-1])
+            res = baseline_fn(against)(*inputs, fresh)
             cache[key] = res if isinstance(res, torch.Tensor) else fresh
-    check = outcheck.compare_output(got, cache[key], outcheck.tolerance_spec(tolerance), args[:-1], against)
+    expected = list(cache[key]) if outputs else [cache[key]]
+    specs = [outcheck.tolerance_spec(t) for t in (tolerance if outputs else [tolerance])]
+    check = outcheck.compare_outputs(got, expected, specs, inputs, against, where if outputs else None)
     del got
     return check

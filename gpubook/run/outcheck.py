@@ -24,98 +24,28 @@ Tolerances are named so that a GPU host can rebuild them from the case alone:
   largest element to the output's dtype, which the kernel makes wherever the low-precision
   result happened to round better. The rule is FlashAttention's test rule (twice the error of
   a reference in the kernel's precision), applied row by row so that the rows with the largest
-  outputs (the first rows under a causal mask) do not set the allowance of all the others.
+  outputs (the first rows under a causal mask) do not set the allowance of all the others;
+- {"bound": "lse", "causal": c, "exp_rel_error": e}: a row's log-sum-exp against its float64
+  value, within `lse_allowance` of the largest scaled score the inputs make (`e`: the relative
+  error of the kernel's exponentials beyond the MUFU's, 0 for a kernel that takes them all there).
+
+A kernel with several outputs (O and the LSE) names them by parameter index: its reference
+returns one tensor per output and its tolerance is a list, one per output (see `bench`).
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-UNIT_ROUNDOFF = {"float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}
+from .attnref import (  # noqa: F401 - hidden_keys, heads_view, lse_allowance: used through outcheck
+    UNIT_ROUNDOFF, _lse_fp64, _lse_limit, _per_sequence, _sdpa_fp32, _sdpa_low, heads_view, hidden_keys,
+    lse_allowance)
 
 
 def _t():
     import torch
 
     return torch
-
-
-def hidden_keys(n: int, m: int, causal: bool = False, window: Sequence[int] | None = None,
-                device: Any = None) -> Any:
-    """The (n, m) boolean mask of the keys each query may not see, or None when it sees all: the
-    causal mask (top-left aligned, SDPA's), or a local window (left, right) under which query i
-    sees keys i - left through i + right (FlashAttention's window_size, equal lengths)."""
-    torch = _t()
-    if window is not None:
-        left, right = window
-        i = torch.arange(n, device=device)[:, None]
-        j = torch.arange(m, device=device)[None, :]
-        return (j < i - left) | (j > i + right)
-    if causal:
-        return torch.ones(n, m, dtype=torch.bool, device=device).triu(m - n + 1)
-    return None
-
-
-def _sdpa_fp32(q: Any, k: Any, v: Any, causal: bool, window: Sequence[int] | None = None) -> Any:
-    """Attention in fp32 on the GPU, from the 16-bit inputs (grouped-query heads repeated)."""
-    torch = _t()
-    if k.shape[1] != q.shape[1]:
-        rep = q.shape[1] // k.shape[1]
-        k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
-    out = torch.empty(q.shape, dtype=torch.float32, device=q.device)
-    mask = hidden_keys(q.shape[-2], k.shape[-2], causal, window, q.device)
-    for b in range(q.shape[0]):  # one batch at a time: S x S scores in fp32 per head
-        s = q[b].float() @ k[b].float().transpose(-1, -2) * q.shape[-1] ** -0.5
-        if mask is not None:
-            s.masked_fill_(mask, float("-inf"))
-        out[b] = torch.softmax(s, dim=-1) @ v[b].float()
-    return out
-
-
-def heads_view(q: Any, k: Any, heads: int, seqlen_q: int) -> Any:
-    """A decoding call's queries, stored (batch · heads · seqlen_q, d), as (batch, heads, seqlen_q, d)
-    (the batch is K's, (batch, kv_heads, seqlen_k, d)): a view, no copy."""
-    return q.view(k.shape[0], heads, seqlen_q, q.shape[-1])
-
-
-def _per_sequence(f: Callable[..., Any], q: Any, k: Any, v: Any, cu: Any, out_dtype: Any, **kw: Any) -> Any:
-    """`f` of a variable-length batch: q (total, H, d) and k, v (total, H_kv, d) packed, sequence
-    b in rows cu[b] to cu[b + 1]; f runs on each sequence as a batch of one (1, H, L, d)."""
-    torch = _t()
-    out = torch.zeros(q.shape, dtype=out_dtype, device=q.device)
-    bounds = [int(x) for x in cu.tolist()]
-    for s, e in zip(bounds[:-1], bounds[1:]):
-        if e > s:
-            view = [t[s:e].transpose(0, 1).unsqueeze(0) for t in (q, k, v)]
-            out[s:e] = f(*view, **kw)[0].transpose(0, 1)
-    return out
-
-
-def _sdpa_low(q: Any, k: Any, v: Any, causal: bool, window: Sequence[int] | None = None) -> Any:
-    """Attention as a plain PyTorch program in the inputs' 16-bit dtype computes it: S = Q Kᵀ and
-    O = P V as 16-bit matmuls (fp32 accumulation, each product rounded to the dtype), the
-    softmax in fp32 on the 16-bit scores times the scale, P rounded to the dtype. The softmax is
-    in fp32 because that is what torch.softmax does with a 16-bit tensor (it computes in fp32 and
-    rounds only its result); a softmax summed in 16 bits would be a straw man no one runs. The
-    matmuls are computed as fp32 products rounded to the dtype, so that the result is the same
-    on every device (a 16-bit cuBLAS call may also reduce split-K partial sums in 16 bits)."""
-    torch = _t()
-    dt = q.dtype
-    if k.shape[1] != q.shape[1]:
-        rep = q.shape[1] // k.shape[1]
-        k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
-    out = torch.empty(q.shape, dtype=dt, device=q.device)
-    mask = hidden_keys(q.shape[-2], k.shape[-2], causal, window, q.device)
-    for b in range(q.shape[0]):
-        for h in range(0, q.shape[1], 8):  # 8 heads at a time: S x S scores in fp32 per head
-            s = (q[b, h:h + 8].float() @ k[b, h:h + 8].float().transpose(-1, -2)).to(dt).float()
-            s.mul_(q.shape[-1] ** -0.5)
-            if mask is not None:
-                s.masked_fill_(mask, float("-inf"))
-            p = torch.softmax(s, dim=-1).to(dt)
-            del s
-            out[b, h:h + 8] = (p.float() @ v[b, h:h + 8].float()).to(dt)
-    return out
 
 
 def _scaled_matmul(a: Any, b: Any, sa: Any, sb: Any, block: int = 128) -> Any:
@@ -155,6 +85,8 @@ REFERENCES: dict[str, Callable[..., Any]] = {
     "box_corners": lambda a, b, blk_m, blk_n, blk_k, ctas, **_: _box_corners(a, b, blk_m, blk_n, blk_k, ctas),
     "sdpa_fp32": lambda q, k, v, **_: _sdpa_fp32(q, k, v, causal=False),
     "sdpa_fp32_causal": lambda q, k, v, **_: _sdpa_fp32(q, k, v, causal=True),
+    # two outputs: O, and each row's log-sum-exp in float64
+    "sdpa_fp32_lse": lambda q, k, v, causal=False, **_: (_sdpa_fp32(q, k, v, causal=causal), _lse_fp64(q, k, causal)),
     # a local window: query i sees keys i - left through i + right
     "sdpa_fp32_window": lambda q, k, v, left, right, **_: _sdpa_fp32(q, k, v, False, (left, right)),
     # a variable-length batch, packed (total, H, d), sequence b in rows cu[b] to cu[b + 1]
@@ -194,7 +126,7 @@ def tolerance_spec(tolerance: Any) -> dict[str, Any]:
         if atol < 0 or rtol < 0:
             raise ValueError(f"tolerance must be non-negative, got {tolerance}")
         return {"atol": atol, "rtol": rtol}
-    if isinstance(tolerance, dict) and tolerance.get("bound") in ("gemm", "sum", "attention", "reference"):
+    if isinstance(tolerance, dict) and tolerance.get("bound") in ("gemm", "sum", "attention", "reference", "lse"):
         spec = dict(tolerance)
         if spec["bound"] == "attention" and not float(spec.get("factor", 0)) > 0:
             raise ValueError("an attention bound needs a positive 'factor' (|err| <= factor u max|V|)")
@@ -207,7 +139,7 @@ def tolerance_spec(tolerance: Any) -> dict[str, Any]:
         return spec
     if isinstance(tolerance, dict) and ("exact" in tolerance or "atol" in tolerance):
         return dict(tolerance)
-    raise ValueError(f"tolerance must be 'exact', (atol, rtol) or {{'bound': 'gemm'|'sum'|'attention'|'reference'}}, "
+    raise ValueError(f"tolerance must be 'exact', (atol, rtol) or {{'bound': 'gemm'|'sum'|'attention'|'reference'|'lse'}}, "
                      f"not {tolerance!r}")
 
 
@@ -256,6 +188,8 @@ def _limits(spec: dict[str, Any], inputs: Sequence[Any], ref: Any, out_dtype: st
     if "atol" in spec:
         return float(spec["atol"]), float(spec["rtol"])
     u = UNIT_ROUNDOFF[out_dtype]
+    if spec["bound"] == "lse":
+        return _lse_limit(inputs, spec), 0.0
     if spec["bound"] == "attention":
         return float(spec["factor"]) * u * float(inputs[2].float().abs().max()), 0.0
     if spec["bound"] == "gemm":  # "repeats": D accumulates A Bᵀ that many times (r K products)
@@ -310,6 +244,20 @@ def compare_output(out: Any, ref: Any, spec: dict[str, Any], inputs: Sequence[An
     return rec
 
 
+def compare_outputs(got: Sequence[Any], expected: Sequence[Any], specs: Sequence[dict[str, Any]],
+                    inputs: Sequence[Any], against: str, indices: Sequence[int] | None = None) -> dict[str, Any]:
+    """`compare_output` for each of a kernel's outputs; `indices` (their parameter positions)
+    when it has several: then one record that passes when every output does, with each
+    output's record under "outputs"."""
+    recs = [compare_output(g, e, spec, inputs, against) for g, e, spec in zip(got, expected, specs, strict=True)]
+    if indices is None:
+        return recs[0]
+    return {"against": against, "outputs": [dict(r, index=i) for i, r in zip(indices, recs)],
+            "elements": sum(r["elements"] for r in recs), "mismatches": sum(r["mismatches"] for r in recs),
+            "passed": all(r["passed"] for r in recs),
+            "max_error_over_allowed": max(r.get("max_error_over_allowed", 0.0) for r in recs)}
+
+
 def describe(rec: dict[str, Any] | None) -> str:
     """One line: 'output checked against matmul_nt at this shape: 0 of 16777216 elements outside
     the allowance (max error 0.5, 31% of it)'."""
@@ -317,6 +265,8 @@ def describe(rec: dict[str, Any] | None) -> str:
         return "output not checked"
     if rec.get("unchecked"):
         return f"output not checked: {rec['unchecked']}"
+    if "outputs" in rec:
+        return "; ".join(f"parameter {r['index']}: {describe(r)}" for r in rec["outputs"])
     line = (f"output checked against {rec['against']} at the timed shape: {rec['mismatches']} of "
             f"{rec['elements']} elements outside the {'exact match' if rec['tolerance'].get('exact') else 'allowance'}")
     if "worst_row" in rec:

@@ -86,7 +86,7 @@ def measure_ladder(members: Sequence[tuple[Any, dict[str, Any]]]) -> dict[str, d
             launcher, meta = members[i]
             own = baseline_names(meta.get("baselines") or meta.get("baseline"))
             check = check_output(launcher, args, own, meta.get("tolerance"), meta.get("reference"),
-                                 meta.get("unchecked"), cache=expected)
+                                 meta.get("unchecked"), cache=expected, outputs=meta.get("outputs"))
             recs[meta["name"]] = {"output_check": check or None}
             keys[meta["name"]] = {b: f"baseline:{b}{tag}" for b in own}
             if check.get("passed") is False:

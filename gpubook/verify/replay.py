@@ -104,11 +104,10 @@ def run_case(case_dir: Path, timing: bool = True, stress: bool = True) -> dict[s
     if not timing:
         rec.update(status="skipped", message="timing disabled")
         return rec
-    t = measure(launcher, meta["name"], bytes=meta.get("bytes"), flops=meta.get("flops"),
-                baseline=meta.get("baselines") or meta.get("baseline"), dtype=meta.get("dtype"),
-                flush=meta.get("flush", "read"), warmup=meta.get("warmup", 10),
-                repeat=meta.get("repeat", 50), tolerance=meta.get("tolerance"),
-                reference=meta.get("reference"), unchecked=meta.get("unchecked"), fixed=meta.get("fixed"))
+    t = measure(launcher, meta["name"], baseline=meta.get("baselines") or meta.get("baseline"),
+                flush=meta.get("flush", "read"), warmup=meta.get("warmup", 10), repeat=meta.get("repeat", 50),
+                **{k: meta.get(k) for k in ("bytes", "flops", "dtype", "tolerance", "reference", "unchecked",
+                                            "fixed", "outputs")})
     gpu_for(t.gpu)  # fails loudly for a GPU the hardware table does not know
     if t.output_check is not None:
         rec["output_check"] = t.output_check
