@@ -223,7 +223,7 @@ def test_a_timing_of_another_case_of_the_script_is_not_reported_as_this_one(expo
     assert "the same kernel script was timed for another case" in repr(other) and "MEASURED vadd on an H200" in repr(other)
 
 
-def _attention_with_lse(seed=5, n=150, causal=False):
+def _attention_with_lse(seed=5, n=150):
     g = torch.Generator().manual_seed(seed)
     q, k, v = (torch.randn(1, 2, n, 64, generator=g).to(torch.bfloat16) for _ in range(3))
     return [q, k, v, torch.empty_like(q), torch.empty(1, 2, n)]
